@@ -1,0 +1,28 @@
+# The two commands of the README: `make run` (main job) and `make test`.
+PYTHON ?= python3
+VENV ?= .venv
+BIN := $(VENV)/bin
+CORES ?= all
+CONFIG ?= config/config.yaml
+
+.PHONY: install run report test lint clean
+
+install: $(VENV)/.installed
+
+$(VENV)/.installed: pyproject.toml requirements/lock.txt
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/pip install --quiet -c requirements/lock.txt -e '.[test]'
+	touch $@
+
+run: install
+	$(BIN)/snakemake --cores $(CORES) --configfile $(CONFIG)
+
+report: install
+	$(BIN)/snakemake --cores $(CORES) --configfile $(CONFIG) report_only
+
+test: install
+	$(BIN)/ruff check src tests
+	$(BIN)/pytest -q
+
+clean:
+	rm -rf $(VENV) .snakemake

@@ -1,0 +1,5 @@
+import sys
+
+from rnnopt.cli import main
+
+sys.exit(main())

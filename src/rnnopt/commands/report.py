@@ -1,0 +1,6 @@
+"""Placeholder: `rnnopt report` is being built."""
+
+
+def register(subparsers):
+    parser = subparsers.add_parser("report", help="(not yet implemented)")
+    parser.set_defaults(func=lambda args: print("not yet implemented") or 1)

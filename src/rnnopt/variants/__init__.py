@@ -1,0 +1,77 @@
+"""The one registry of variants. Adding a variant = one module + one line in KINDS."""
+
+from __future__ import annotations
+
+import importlib
+
+from rnnopt.errors import UnavailableError, UserError
+from rnnopt.variants.base import DEVICES, DTYPES, Variant
+
+CELLS = ("rnn", "lstm")
+# (framework, kind) -> (module, class); every kind exists for both cells.
+KINDS = {
+    ("numpy", "naive"): ("rnnopt.variants.numpy_naive", "NumpyNaive"),
+    ("numpy", "inplace"): ("rnnopt.variants.numpy_inplace", "NumpyInplace"),
+    ("numpy", "batched"): ("rnnopt.variants.numpy_batched", "NumpyBatched"),
+    ("numpy", "fused"): ("rnnopt.variants.numpy_fused", "NumpyFused"),
+    ("torch", "cell"): ("rnnopt.variants.torch_cell", "TorchCell"),
+    ("torch", "nn"): ("rnnopt.variants.torch_nn", "TorchNN"),
+    ("torch", "jit"): ("rnnopt.variants.torch_jit", "TorchJit"),
+    ("torch", "compile"): ("rnnopt.variants.torch_compile", "TorchCompile"),
+}
+_NAMES = {
+    f"{framework}-{cell}-{kind}": (framework, cell, kind)
+    for (framework, kind) in KINDS
+    for cell in CELLS
+}
+
+
+def list_variants() -> list[str]:
+    """Every variant name, numpy ladder first, then torch."""
+    return list(_NAMES)
+
+
+def variant_class(name: str) -> type[Variant]:
+    if name not in _NAMES:
+        raise UserError(f"unknown variant {name!r}; available: {', '.join(_NAMES)}")
+    framework, _, kind = _NAMES[name]
+    module, cls = KINDS[(framework, kind)]
+    return getattr(importlib.import_module(module), cls)
+
+
+def cuda_available() -> bool:
+    try:
+        import torch
+    except ImportError:  # pragma: no cover - torch is a dependency
+        return False
+    return torch.cuda.is_available()
+
+
+def get_variant(name: str, dtype: str = "float32", device: str = "cpu") -> Variant:
+    """The variant `name` at `dtype` on `device`.
+
+    Raises UserError for an unknown name, dtype or device, or a combination the variant does
+    not implement (numpy on cuda, float16 on CPU), and UnavailableError (a UserError) for a
+    valid request this host cannot serve (cuda without a GPU). Messages list what is available.
+    """
+    cls = variant_class(name)
+    _, cell, _ = _NAMES[name]
+    if dtype not in DTYPES:
+        raise UserError(f"unknown dtype {dtype!r}; choose from {', '.join(DTYPES)}")
+    if device not in DEVICES:
+        raise UserError(f"unknown device {device!r}; choose from {', '.join(DEVICES)}")
+    if device not in cls.devices:
+        raise UserError(f"{name} does not run on {device}; available: {', '.join(cls.devices)}")
+    allowed = supported_dtypes(cls, device)
+    if dtype not in allowed:
+        raise UserError(
+            f"{name} does not support {dtype} on {device}; available: {', '.join(allowed)}"
+        )
+    if device == "cuda" and not cuda_available():
+        raise UnavailableError(f"{name} on cuda: no CUDA device on this host; available: cpu")
+    return cls(cell=cell, dtype=dtype, device=device)
+
+
+def supported_dtypes(cls: type[Variant], device: str) -> tuple[str, ...]:
+    # float16 autocast + GradScaler is a CUDA recipe; CPU mixed precision is bfloat16.
+    return tuple(d for d in cls.dtypes if not (d == "float16" and device == "cpu"))

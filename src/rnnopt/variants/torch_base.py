@@ -1,0 +1,121 @@
+"""Boundary of the PyTorch variants: numpy in/out, dtype policy, autocast, the timing runner.
+
+Dtype policy: float64 / float32 run with weights in that dtype; bfloat16 keeps float32 master
+weights under `torch.autocast` (CPU or CUDA); float16 is autocast + GradScaler, CUDA only.
+A concrete variant implements `make_module(input_size, hidden_size)`: an nn.Module taking
+x (B, T, I) batch-first and returning y (B, T, H), whose parameters map to ours through
+`param_names` (our name -> the module's parameter name).
+"""
+
+from __future__ import annotations
+
+import contextlib
+
+import numpy as np
+import torch
+
+from rnnopt.params import PARAM_NAMES
+from rnnopt.variants.base import Runner, Variant
+
+TORCH_DTYPES = {
+    "float64": torch.float64,
+    "float32": torch.float32,
+    "bfloat16": torch.bfloat16,
+    "float16": torch.float16,
+}
+AUTOCAST_DTYPES = ("bfloat16", "float16")
+
+
+class TorchVariant(Variant):
+    framework = "torch"
+    dtypes = ("float64", "float32", "bfloat16", "float16")
+    devices = ("cpu", "cuda")
+    param_names: dict[str, str] = {name: name for name in PARAM_NAMES}
+
+    def make_module(self, input_size: int, hidden_size: int) -> torch.nn.Module:
+        raise NotImplementedError
+
+    @property
+    def weight_dtype(self) -> torch.dtype:
+        """Dtype of the stored weights: float32 master weights under autocast."""
+        return torch.float32 if self.dtype in AUTOCAST_DTYPES else TORCH_DTYPES[self.dtype]
+
+    def autocast(self):
+        if self.dtype in AUTOCAST_DTYPES:
+            return torch.autocast(device_type=self.device, dtype=TORCH_DTYPES[self.dtype])
+        return contextlib.nullcontext()
+
+    def module(self, params: dict[str, np.ndarray]) -> torch.nn.Module:
+        """The layer on this variant's device, loaded with `params`."""
+        input_size, hidden_size = params["weight_ih"].shape[1], params["weight_hh"].shape[1]
+        module = self.make_module(input_size, hidden_size).to(self.device, self.weight_dtype)
+        module_params = dict(module.named_parameters())
+        with torch.no_grad():
+            for ours, theirs in self.param_names.items():
+                module_params[theirs].copy_(torch.from_numpy(params[ours]))
+        return module
+
+    def tensor(self, array: np.ndarray, requires_grad: bool = False) -> torch.Tensor:
+        t = torch.from_numpy(np.ascontiguousarray(array)).to(self.device, self.weight_dtype)
+        return t.requires_grad_(requires_grad)
+
+    def named_grads(self, module: torch.nn.Module) -> dict[str, np.ndarray]:
+        module_params = dict(module.named_parameters())
+        names = self.param_names.items()
+        return {ours: to_numpy(module_params[theirs].grad) for ours, theirs in names}
+
+    def forward(self, params, x):
+        module = self.module(params)
+        with torch.no_grad(), self.autocast():
+            y = module(self.tensor(x))
+        return to_numpy(y)
+
+    def vjp(self, params, x, grad_y):
+        module = self.module(params)
+        x_t = self.tensor(x, requires_grad=True)
+        with self.autocast():
+            y = module(x_t)
+        y.backward(torch.from_numpy(np.asarray(grad_y)).to(y.device, y.dtype))
+        return {**self.named_grads(module), "x": to_numpy(x_t.grad)}
+
+    def runner(self, params, x, grad_y, lr=1e-3):
+        return TorchRunner(self, params, x, grad_y, lr)
+
+
+def to_numpy(t: torch.Tensor) -> np.ndarray:
+    return t.detach().to("cpu", torch.float64).numpy()
+
+
+class TorchRunner(Runner):
+    def __init__(self, variant: TorchVariant, params, x, grad_y, lr):
+        self.variant = variant
+        self.device = variant.device
+        self.module = variant.module(params)
+        self.x = variant.tensor(x)
+        out_dtype = TORCH_DTYPES[variant.dtype]
+        self.grad_y = torch.from_numpy(np.asarray(grad_y)).to(self.device, out_dtype)
+        self.optimizer = torch.optim.SGD(self.module.parameters(), lr=lr)
+        # GradScaler only where float16 needs it; enabled=False makes it a pass-through.
+        self.scaler = torch.amp.GradScaler(self.device, enabled=variant.dtype == "float16")
+        self._y = None
+
+    def forward(self):
+        with self.variant.autocast():
+            self._y = self.module(self.x)
+
+    def backward(self):
+        self._y.backward(self.grad_y.to(self._y.dtype))
+        self._y = None
+
+    def step(self):
+        self.optimizer.zero_grad(set_to_none=True)
+        self.forward()
+        y = self._y
+        self.scaler.scale(y).backward(self.grad_y.to(y.dtype))
+        self._y = None
+        self.scaler.step(self.optimizer)
+        self.scaler.update()
+
+    def sync(self):
+        if self.device == "cuda":
+            torch.cuda.synchronize()
