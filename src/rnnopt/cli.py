@@ -8,7 +8,18 @@ import sys
 
 from rnnopt.errors import UserError
 
-COMMANDS = ("data", "verify", "train", "profile", "memory", "peak", "env", "aggregate", "report")
+COMMANDS = (
+    "data",
+    "verify",
+    "train",
+    "profile",
+    "memory",
+    "peak",
+    "timer-check",
+    "env",
+    "aggregate",
+    "report",
+)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -18,7 +29,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     subparsers = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     for name in COMMANDS:
-        importlib.import_module(f"rnnopt.commands.{name}").register(subparsers)
+        importlib.import_module(f"rnnopt.commands.{name.replace('-', '_')}").register(subparsers)
     return parser
 
 

@@ -66,7 +66,6 @@ class Variant:
             "variant": self.name,
             "framework": self.framework,
             "cell": self.cell,
-            "kind": self.kind,
             "techniques": list(self.techniques),
             "dtype": self.dtype,
             "device": self.device,

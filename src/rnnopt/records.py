@@ -1,0 +1,121 @@
+"""Measurement records: built, validated against record.schema.json, written atomically, read.
+
+Every stage writes one JSON record per measurement; a record is validated when written and
+again when read, so a malformed file stops the stage that reads it with one line naming it.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import functools
+import json
+import math
+import os
+import tempfile
+from importlib import resources
+from pathlib import Path
+
+import jsonschema
+
+from rnnopt.errors import UserError
+
+SCHEMA_ID = "rnnopt.record/1"
+STATUSES = ("ok", "skipped", "failed", "oom", "diverged")
+
+
+@functools.cache
+def schema() -> dict:
+    text = resources.files("rnnopt").joinpath("schemas/record.schema.json").read_text()
+    return json.loads(text)
+
+
+def make_record(
+    kind: str,
+    *,
+    seed: int,
+    config: dict,
+    metrics: dict | None = None,
+    status: str = "ok",
+    reason: str | None = None,
+    variant=None,
+    env: dict | None = None,
+    **fields,
+) -> dict:
+    """A record of `kind`. `variant` (a Variant) fills name, framework, cell, techniques,
+    dtype and device; other schema fields (task, phase, shape, threads, series, notes, or
+    dtype/device/variant given by hand when no Variant could be built) pass as keywords.
+    """
+    from rnnopt.envinfo import fingerprint
+
+    record = {"schema": SCHEMA_ID, "kind": kind, "status": status, "reason": reason}
+    if variant is not None:
+        record.update(variant.describe())
+    record.update(fields)
+    record.update(
+        seed=seed,
+        config=config,
+        metrics=metrics or {},
+        env=env if env is not None else fingerprint(),
+        created=dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
+    )
+    return record
+
+
+def validate(record: dict, source: str) -> None:
+    errors = sorted(
+        jsonschema.Draft202012Validator(schema()).iter_errors(record), key=lambda e: e.path
+    )
+    if errors:
+        first = errors[0]
+        where = ".".join(str(p) for p in first.absolute_path) or "(top level)"
+        raise UserError(f"{source}: invalid record at {where}: {first.message}")
+
+
+def _finite_or_none(value):
+    """JSON has no NaN/Inf: they become null so every reader can parse the file."""
+    if isinstance(value, float) and not math.isfinite(value):
+        return None
+    if isinstance(value, dict):
+        return {k: _finite_or_none(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [_finite_or_none(v) for v in value]
+    return value
+
+
+def write_record(path: str | os.PathLike, record: dict) -> None:
+    """Validate, then write atomically: a reader never sees half a record."""
+    path = Path(path)
+    record = _finite_or_none(record)
+    validate(record, str(path))
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with tempfile.NamedTemporaryFile(
+        "w", dir=path.parent, prefix=f".{path.name}.", suffix=".tmp", delete=False
+    ) as tmp:
+        json.dump(record, tmp, indent=1, sort_keys=False)
+        tmp.write("\n")
+    os.replace(tmp.name, path)
+
+
+def read_record(path: str | os.PathLike) -> dict:
+    path = Path(path)
+    try:
+        record = json.loads(path.read_text())
+    except FileNotFoundError:
+        raise UserError(f"{path}: record not found") from None
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as error:
+        raise UserError(f"{path}: not a readable JSON record ({error})") from None
+    if not isinstance(record, dict):
+        raise UserError(f"{path}: not a JSON object")
+    validate(record, str(path))
+    return record
+
+
+def status_of(error: BaseException) -> str:
+    """The record status for an exception that ended a measurement."""
+    from rnnopt.errors import UnavailableError, UserError
+
+    if isinstance(error, MemoryError) or "out of memory" in str(error).lower():
+        return "oom"
+    if isinstance(error, UnavailableError | UserError):
+        return "skipped"
+    return "failed"
