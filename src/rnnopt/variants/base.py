@@ -12,6 +12,7 @@ variant implements only its maths.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import ClassVar
 
 import numpy as np
 
@@ -29,13 +30,14 @@ class Variant:
     dtype: str = "float32"
     device: str = "cpu"
 
-    framework: str = ""  # "numpy" | "torch"
-    kind: str = ""  # "naive", "inplace", ... : the part of the name after the cell
-    techniques: tuple[str, ...] = ()  # seed optimisations it demonstrates (report rows)
-    summary: str = ""  # one line: what it changes and why
-    dtypes: tuple[str, ...] = ()  # dtypes it supports on some device
-    devices: tuple[str, ...] = ("cpu",)
-    compiles: bool = False  # first call includes compilation (reported as compile_s)
+    # Class-level description, set by each subclass (ClassVar: not dataclass fields).
+    framework: ClassVar[str] = ""  # "numpy" | "torch"
+    kind: ClassVar[str] = ""  # "naive", "inplace", ... : the part of the name after the cell
+    techniques: ClassVar[tuple[str, ...]] = ()  # seed optimisations it demonstrates
+    summary: ClassVar[str] = ""  # one line: what it changes and why
+    dtypes: ClassVar[tuple[str, ...]] = ()  # dtypes it supports on some device
+    devices: ClassVar[tuple[str, ...]] = ("cpu",)
+    compiles: ClassVar[bool] = False  # first call includes compilation (reported as compile_s)
 
     @property
     def name(self) -> str:
