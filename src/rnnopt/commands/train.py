@@ -1,6 +1,119 @@
-"""Placeholder: `rnnopt train` is being built."""
+"""`rnnopt train`: train one variant on a saved dataset and write one record of kind "train".
+
+Every variant starts from the same weights and sees the same batches (rnnopt.train). A
+combination this host or variant does not offer writes a `skipped` record, an error inside
+the variant a `failed` (or `oom`) record, NaN/Inf a `diverged` one: all exit 0.
+"""
+
+from __future__ import annotations
+
+from rnnopt import data
+from rnnopt.commands.common import config_of, failure, set_threads
+from rnnopt.errors import UserError
+from rnnopt.records import make_record, write_record
+from rnnopt.train import TrainConfig, train
+from rnnopt.variants import get_variant, list_variants
+from rnnopt.variants.base import DEVICES, DTYPES
 
 
-def register(subparsers):
-    parser = subparsers.add_parser("train", help="(not yet implemented)")
-    parser.set_defaults(func=lambda args: print("not yet implemented") or 1)
+def register(subparsers) -> None:
+    parser = subparsers.add_parser(
+        "train",
+        help="train one variant for a fixed number of steps; loss curve and time per step",
+        description=__doc__.split("\n\n")[1],
+    )
+    parser.add_argument(
+        "--variant",
+        required=True,
+        choices=list_variants(),
+        metavar="VARIANT",
+        help="registry name, e.g. numpy-lstm-fused (rnnopt verify lists them)",
+    )
+    parser.add_argument("--dtype", default="float32", choices=DTYPES)
+    parser.add_argument("--device", default="cpu", choices=DEVICES)
+    parser.add_argument("--data", required=True, help="dataset .npz (with its .json manifest)")
+    parser.add_argument("--steps", type=int, required=True, help="optimiser steps")
+    parser.add_argument("--batch", type=int, required=True, help="sequences per micro-batch")
+    parser.add_argument("--hidden-size", type=int, required=True)
+    parser.add_argument("--optimizer", default="sgd", choices=("sgd", "adam"))
+    parser.add_argument("--lr", type=float, required=True, help="learning rate")
+    parser.add_argument("--momentum", type=float, default=0.0, help="sgd only")
+    parser.add_argument("--weight-decay", type=float, default=0.0, help="L2, as torch.optim")
+    parser.add_argument("--clip-norm", type=float, help="clip the global gradient norm to this")
+    parser.add_argument(
+        "--accumulate", type=int, default=1, help="micro-batches per step (default 1)"
+    )
+    parser.add_argument(
+        "--eval-sequences", type=int, default=256, help="first sequences for the final metric"
+    )
+    parser.add_argument("--threads", type=int, help="torch and BLAS threads (default: as is)")
+    parser.add_argument("--seed", type=int, default=0, help="weights and batch order")
+    parser.add_argument("--out", required=True, help="record to write (.json)")
+    parser.set_defaults(func=run)
+
+
+def run(args) -> int:
+    threads = set_threads(args.threads)
+    config = TrainConfig(
+        steps=args.steps,
+        batch=args.batch,
+        hidden_size=args.hidden_size,
+        optimizer=args.optimizer,
+        lr=args.lr,
+        momentum=args.momentum,
+        weight_decay=args.weight_decay,
+        clip_norm=args.clip_norm,
+        accumulate=args.accumulate,
+        seed=args.seed,
+        eval_sequences=args.eval_sequences,
+    )
+    dataset = data.load(args.data)
+    n_sequences, seq_len, input_size = dataset.x.shape
+    config.check(n_sequences)
+    fields = {
+        "seed": args.seed,
+        "config": config_of(args),
+        "task": dataset.manifest["task"],
+        "shape": {
+            "batch": args.batch,
+            "seq_len": seq_len,
+            "input_size": input_size,
+            "hidden_size": args.hidden_size,
+        },
+        **threads,
+    }
+    try:
+        variant = get_variant(args.variant, dtype=args.dtype, device=args.device)
+    except UserError as error:  # names were checked by argparse: the combination is unavailable
+        record = make_record(
+            "train",
+            status="skipped",
+            reason=str(error),
+            variant=args.variant,
+            dtype=args.dtype,
+            device=args.device,
+            **fields,
+        )
+        write_record(args.out, record)
+        return 0
+    try:
+        result = train(variant, dataset, config)
+    except Exception as error:  # the variant broke or ran out of memory: a record, not a crash
+        status, reason = failure(error)
+        record = make_record("train", status=status, reason=reason, variant=variant, **fields)
+    else:
+        notes = [*result.notes, *getattr(variant, "notes", [])]
+        if variant.compiles:
+            notes.append("first_step_ms includes compilation; time_per_step_ms leaves it out")
+        record = make_record(
+            "train",
+            status=result.status,
+            reason=result.reason,
+            metrics=result.metrics,
+            variant=variant,
+            series=result.series,
+            notes=notes,
+            **fields,
+        )
+    write_record(args.out, record)
+    return 0
