@@ -25,12 +25,26 @@ TORCH_DTYPES = {
 }
 AUTOCAST_DTYPES = ("bfloat16", "float16")
 
+# float32 means IEEE float32 here. CUDA's default TF32 for cuDNN RNNs (10-bit significand)
+# would fail the 1e-4 equivalence check and make "float32" mean different maths per host.
+torch.backends.cuda.matmul.fp32_precision = "ieee"
+torch.backends.cudnn.rnn.fp32_precision = "ieee"
+
 
 class TorchVariant(Variant):
     framework = "torch"
     dtypes = ("float64", "float32", "bfloat16", "float16")
     devices = ("cpu", "cuda")
     param_names: dict[str, str] = {name: name for name in PARAM_NAMES}
+
+    @property
+    def notes(self) -> list[str]:
+        """What torch or this host changed about the run (deprecations, fallbacks): recorded."""
+        return self.__dict__.setdefault("_notes", [])
+
+    def note(self, message: str) -> None:
+        if message not in self.notes:
+            self.notes.append(message)
 
     def make_module(self, input_size: int, hidden_size: int) -> torch.nn.Module:
         raise NotImplementedError
