@@ -151,6 +151,7 @@ class NumpyRunner(Runner):
         self._cache = None
 
     def forward(self):
+        self._cache = None  # release the previous call's activations before making new ones
         _, self._cache = self.variant.forward_train(self.p, self.x)
 
     def backward(self):

@@ -114,6 +114,7 @@ class TorchRunner(Runner):
         self._y = None
 
     def forward(self):
+        self._y = None  # release the previous graph before building the next
         with self.variant.autocast():
             self._y = self.module(self.x)
 
