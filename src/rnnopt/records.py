@@ -42,13 +42,16 @@ def make_record(
     **fields,
 ) -> dict:
     """A record of `kind`. `variant` (a Variant) fills name, framework, cell, techniques,
-    dtype and device; other schema fields (task, phase, shape, threads, series, notes, or
-    dtype/device/variant given by hand when no Variant could be built) pass as keywords.
+    dtype and device; given as a name (str) it fills the name only, for a Variant that could
+    not be built (then framework/cell/dtype/device pass as keywords). Other schema fields
+    (task, phase, shape, threads, threads_effective, series, notes) pass as keywords.
     """
     from rnnopt.envinfo import fingerprint
 
     record = {"schema": SCHEMA_ID, "kind": kind, "status": status, "reason": reason}
-    if variant is not None:
+    if isinstance(variant, str):
+        record["variant"] = variant
+    elif variant is not None:
         record.update(variant.describe())
     record.update(fields)
     record.update(

@@ -1,6 +1,70 @@
-"""Placeholder: `rnnopt peak` is being built."""
+"""`rnnopt peak`: the measured GEMM ceiling (GFLOP/s) per library and dtype, one record.
+
+Cases: numpy float64/float32, torch CPU float64/float32/bfloat16, and torch CUDA
+float64/float32/tfloat32/float16/bfloat16 when a GPU is present. A case that cannot run here
+is left out with a note; the record is `ok` if any case ran.
+"""
+
+from __future__ import annotations
+
+from rnnopt.harness import positive_float, positive_int
+from rnnopt.peak import CPU_CASES, CUDA_CASES, measure_gemm
+from rnnopt.records import make_record, write_record
+from rnnopt.threads import apply_threads, threads_match
+from rnnopt.variants import cuda_available
 
 
-def register(subparsers):
-    parser = subparsers.add_parser("peak", help="(not yet implemented)")
-    parser.set_defaults(func=lambda args: print("not yet implemented") or 1)
+def register(subparsers) -> None:
+    parser = subparsers.add_parser(
+        "peak", help="measured GEMM ceiling per library and dtype", description=__doc__
+    )
+    parser.add_argument("--threads", type=positive_int, required=True, metavar="N")
+    parser.add_argument("--out", required=True, metavar="FILE.json")
+    parser.add_argument("--size", type=positive_int, default=1024, help="N of the N x N GEMM")
+    parser.add_argument(
+        "--cuda-size", type=positive_int, default=8192, help="N on a GPU (1024 is launch-bound)"
+    )
+    parser.add_argument("--min-time-s", type=positive_float, default=0.5)
+    parser.add_argument("--seed", type=int, default=0)
+    parser.set_defaults(func=run)
+
+
+def run(args) -> int:
+    threads = apply_threads(args.threads)
+    cases = [(case, args.size) for case in CPU_CASES]
+    notes = []
+    if cuda_available():
+        cases += [(case, args.cuda_size) for case in CUDA_CASES]
+    else:
+        notes.append("no CUDA device: CPU cases only")
+    gflops: dict = {}
+    time_ms: dict = {}
+    sizes: dict = {}
+    for (library, dtype), size in cases:
+        try:
+            result = measure_gemm(library, dtype, size, args.min_time_s)
+        except (RuntimeError, TypeError, ValueError, MemoryError) as error:
+            notes.append(f"{library} {dtype}: not measured ({type(error).__name__}: {error})")
+            continue
+        gflops.setdefault(library, {})[dtype] = result["gflops"]
+        time_ms.setdefault(library, {})[dtype] = result["time_ms"]
+        sizes[library] = size
+        if result["calls"] == 1:
+            notes.append(f"{library} {dtype}: slow here, timed by a single call")
+        print(f"rnnopt peak: {library:5s} {dtype:8s} {result['gflops']:9.1f} GFLOP/s")
+    if not threads_match(threads):
+        notes.append("thread counts in force differ from --threads (see threads_effective)")
+    status, reason = ("ok", None) if gflops else ("failed", "no GEMM case could run")
+    record = make_record(
+        "peak",
+        seed=args.seed,
+        config={k: v for k, v in vars(args).items() if k not in ("func", "command")},
+        status=status,
+        reason=reason,
+        metrics={"gemm_gflops": gflops, "gemm_time_ms": time_ms, "gemm_size": sizes},
+        threads=args.threads,
+        threads_effective=threads,
+        notes=notes,
+    )
+    write_record(args.out, record)
+    return 0

@@ -1,6 +1,114 @@
-"""Placeholder: `rnnopt timer-check` is being built."""
+"""`rnnopt timer-check`: our timing harness against torch.utils.benchmark.Timer.
+
+Both time the same runner closure (call + sync) at the same shape and thread count: ours by
+the profile protocol, torch's Timer by `blocked_autorange` and `adaptive_autorange`. The
+record holds the medians, ratio = ours / Timer's, and `agrees` when within 10%. Forward and
+step only: Timer cannot leave out the forward that a timed backward needs.
+"""
+
+from __future__ import annotations
+
+from rnnopt.commands.profile import add_timing_arguments, time_phase
+from rnnopt.harness import (
+    VariantFailed,
+    add_measurement_arguments,
+    check_variant_name,
+    config_of,
+    guard_calls,
+    phase_call,
+    prepare,
+    record_fields,
+    write_failure,
+)
+from rnnopt.records import make_record, write_record
+from rnnopt.threads import apply_threads, threads_match
+
+AGREEMENT = 0.10
 
 
-def register(subparsers):
-    parser = subparsers.add_parser("timer-check", help="(not yet implemented)")
-    parser.set_defaults(func=lambda args: print("not yet implemented") or 1)
+def register(subparsers) -> None:
+    parser = subparsers.add_parser(
+        "timer-check",
+        help="compare our timing with torch.utils.benchmark.Timer",
+        description=__doc__,
+    )
+    add_measurement_arguments(parser, phases=("forward", "step"))
+    add_timing_arguments(parser)
+    parser.set_defaults(func=run)
+
+
+def timer_summary(measurement) -> dict:
+    """A torch Measurement in our units: median and IQR per call in ms."""
+    return {
+        "median_ms": measurement.median * 1e3,
+        "iqr_ms": measurement.iqr * 1e3,
+        "measurements": len(measurement.times),
+        "calls_per_measurement": measurement.number_per_run,
+    }
+
+
+def torch_timer(call, sync, threads: int, run_time_s: float) -> dict:
+    """Timer's two estimates, each given `run_time_s` of calls (adaptive: up to 2x that)."""
+    from torch.utils.benchmark import Timer
+
+    timer = Timer(
+        stmt="call(); sync()",
+        globals={"call": call, "sync": sync},
+        num_threads=threads,
+        label="rnnopt timer-check",
+    )
+    return {
+        "blocked": timer_summary(timer.blocked_autorange(min_run_time=run_time_s)),
+        "adaptive": timer_summary(
+            timer.adaptive_autorange(threshold=AGREEMENT, max_run_time=2 * run_time_s)
+        ),
+    }
+
+
+def run(args) -> int:
+    check_variant_name(args.variant)
+    threads = apply_threads(args.threads)
+    variant = None
+    try:
+        variant, runner = prepare(args)
+        ours = time_phase(args, runner, variant.compiles)
+        call, _ = guard_calls(*phase_call(runner, args.phase))
+        sync = guard_calls(runner.sync)[0]
+        # As much timed work as ours: with slow calls, min_time_s alone would give Timer's
+        # blocked_autorange a single measurement.
+        ours_total_s = ours["time_ms"]["mean"] * ours["time_ms"]["n"] / 1e3
+        theirs = torch_timer(call, sync, args.threads, max(args.min_time_s, ours_total_s))
+    except VariantFailed as failure:
+        return write_failure("timer-check", args, failure, variant, threads_effective=threads)
+
+    ours_ms = ours["time_ms"]["median"]
+    ratios = {name: ours_ms / summary["median_ms"] for name, summary in theirs.items()}
+    metrics = {
+        "time_ms": ours["time_ms"],
+        "noisy": ours["noisy"],
+        "torch_timer": theirs,
+        "ratio": ratios["blocked"],
+        "ratio_adaptive": ratios["adaptive"],
+        "agrees": abs(ratios["blocked"] - 1) <= AGREEMENT,
+        "agrees_adaptive": abs(ratios["adaptive"] - 1) <= AGREEMENT,
+    }
+    notes = list(getattr(variant, "notes", []))
+    if not threads_match(threads):
+        notes.append("thread counts in force differ from --threads (see threads_effective)")
+    record = make_record(
+        "timer-check",
+        seed=args.seed,
+        config=config_of(args),
+        metrics=metrics,
+        notes=notes,
+        threads_effective=threads,
+        **record_fields(args, variant),
+    )
+    write_record(args.out, record)
+    print(
+        f"rnnopt timer-check: {variant.name} {args.phase}: ours {ours_ms:.3f} ms, "
+        f"Timer blocked {theirs['blocked']['median_ms']:.3f} ms "
+        f"(ratio {ratios['blocked']:.3f}), adaptive {theirs['adaptive']['median_ms']:.3f} ms "
+        f"(ratio {ratios['adaptive']:.3f}): {'agree' if metrics['agrees'] else 'DISAGREE'}"
+    )
+    return 0

@@ -1,0 +1,93 @@
+"""The measured GEMM ceiling: GFLOP/s of a square matrix product per library and dtype.
+
+The roofline a recurrent layer is judged against is the matrix product of the same library
+at the same dtype: numpy's BLAS (float64, float32), torch on CPU (float64, float32, bfloat16)
+and torch on CUDA (float64, float32 with TF32 off, tfloat32 = float32 with TF32 on, float16,
+bfloat16). A product of two N x N matrices is 2*N^3 FLOPs; it writes into a preallocated
+output so that allocation is not timed. Metric keys: `gemm_gflops.<library>.<dtype>` and
+`gemm_time_ms.<library>.<dtype>` (the median), library in {numpy, torch, cuda}.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import numpy as np
+
+from rnnopt.flops import peak_key
+from rnnopt.timing import benchmark, timer_for
+
+CPU_CASES = (
+    ("numpy", "float64"),
+    ("numpy", "float32"),
+    ("torch", "float64"),
+    ("torch", "float32"),
+    ("torch", "bfloat16"),
+)
+CUDA_CASES = tuple(
+    ("cuda", dtype) for dtype in ("float64", "float32", "tfloat32", "float16", "bfloat16")
+)
+
+
+def gemm_flops(size: int) -> int:
+    return 2 * size**3
+
+
+def gemm_call(library: str, dtype: str, size: int, seed: int = 0) -> tuple[Callable, Callable]:
+    """(call, sync) computing out = a @ b for two random size x size matrices."""
+    rng = np.random.default_rng(seed)
+    a, b = rng.standard_normal((2, size, size))
+    if library == "numpy":
+        a, b = a.astype(dtype), b.astype(dtype)
+        out = np.empty_like(a)
+        return (lambda: np.matmul(a, b, out=out)), (lambda: None)
+    import torch
+
+    device = "cuda" if library == "cuda" else "cpu"
+    torch_dtype = getattr(torch, "float32" if dtype == "tfloat32" else dtype)
+    ta, tb = (torch.from_numpy(m).to(device, torch_dtype) for m in (a, b))
+    out = torch.empty_like(ta)
+    sync = torch.cuda.synchronize if device == "cuda" else (lambda: None)
+    if library != "cuda":
+        return (lambda: torch.mm(ta, tb, out=out)), sync
+    tf32 = dtype == "tfloat32"
+
+    def call() -> None:
+        # allow_tf32 is process-global: set per call so each case measures what it names.
+        torch.backends.cuda.matmul.allow_tf32 = tf32
+        torch.mm(ta, tb, out=out)
+
+    return call, sync
+
+
+def measure_gemm(library: str, dtype: str, size: int, min_time_s: float = 0.5) -> dict:
+    """{"gflops", "time_ms", "calls"} of one case by the timing protocol (median time).
+
+    A case whose first product alone outlasts `min_time_s` (bfloat16 emulated on a CPU
+    without AVX-512 BF16 takes seconds per 1024^3 product) is timed by one more call only:
+    far from any ceiling that matters, it must not hold the pipeline for a minute.
+    """
+    call, sync = gemm_call(library, dtype, size)
+    device = "cuda" if library == "cuda" else "cpu"
+    timer = timer_for(device)
+    first_ms = timer(call, sync) / 1e6
+    if first_ms / 1e3 > min_time_s:
+        median_ms, calls = timer(call, sync) / 1e6, 1
+    else:
+        metrics = benchmark(
+            call, sync=sync, device=device, min_time_s=min_time_s, min_calls=3, max_warmup_calls=3
+        )
+        median_ms, calls = metrics["time_ms"]["median"], metrics["time_ms"]["n"]
+    return {
+        "gflops": gemm_flops(size) / (median_ms / 1e3) / 1e9,
+        "time_ms": median_ms,
+        "calls": calls,
+    }
+
+
+def peak_gflops_of(peak_record: dict, framework: str, device: str, dtype: str) -> float | None:
+    """The ceiling in a peak record that bounds (framework, device, dtype), or None."""
+    value: object = peak_record.get("metrics", {})
+    for part in peak_key(framework, device, dtype).split("."):
+        value = value.get(part) if isinstance(value, dict) else None
+    return value if isinstance(value, int | float) else None

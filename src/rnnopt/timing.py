@@ -1,0 +1,195 @@
+"""The timing protocol and its statistics (after torch.utils.benchmark and pyperf).
+
+1. Warm-up: the first call is timed apart (it carries compilation and lazy allocation:
+   `compile_s` for variants that compile), then calls repeat until two consecutive ones agree
+   within 10% or `max_calls` is reached (`warmup_stable` says which).
+2. Timed calls until both `min_time_s` of measured time and `min_calls` calls.
+3. Statistics of the per-call times: median, IQR, min, mean, stdev, n; a row is `noisy` when
+   IQR / median > 0.10.
+
+A measured call is `call(); sync()` bracketed by `time.perf_counter_ns` on CPU, or by CUDA
+events on a GPU. An optional `prepare` (the untimed forward before a timed backward) runs and
+syncs before the bracket. Process counters run inside the bracket's stretch only.
+"""
+
+from __future__ import annotations
+
+import statistics
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+
+NOISY_IQR_OVER_MEDIAN = 0.10
+STABLE_TOLERANCE = 0.10
+
+Call = Callable[[], None]
+# One measured call: (measured ns, wall ns including any untimed preparation).
+Measure = Callable[[], tuple[int, int]]
+
+
+def perf_counter_timer(call: Call, sync: Call) -> int:
+    """Nanoseconds of `call(); sync()` by the CPU's monotonic performance counter."""
+    start = time.perf_counter_ns()
+    call()
+    sync()
+    return time.perf_counter_ns() - start
+
+
+def cuda_event_timer(call: Call, sync: Call) -> int:
+    """Nanoseconds between CUDA events recorded around `call` on the current stream."""
+    import torch
+
+    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    start.record()
+    call()
+    end.record()
+    end.synchronize()
+    return round(start.elapsed_time(end) * 1e6)  # elapsed_time is in ms
+
+
+def timer_for(device: str) -> Callable[[Call, Call], int]:
+    return cuda_event_timer if device == "cuda" else perf_counter_timer
+
+
+def make_measure(
+    call: Call,
+    *,
+    sync: Call = lambda: None,
+    prepare: Call | None = None,
+    timer: Callable[[Call, Call], int] = perf_counter_timer,
+    counters=None,
+    clock: Callable[[], int] = time.perf_counter_ns,
+) -> Measure:
+    """A `Measure` of `call`: prepare + sync untimed, then the timed bracket.
+
+    `counters` (a ProcessCounters, optional) is started and stopped around the bracket only.
+    """
+
+    def measure() -> tuple[int, int]:
+        wall_start = clock()
+        if prepare is not None:
+            prepare()
+        sync()
+        if counters is not None:
+            counters.start()
+        measured_ns = timer(call, sync)
+        if counters is not None:
+            counters.stop()
+        return measured_ns, clock() - wall_start
+
+    return measure
+
+
+@dataclass
+class WarmUp:
+    first_s: float  # wall time of the first call, preparation included
+    total_s: float  # wall time of every warm-up call, preparation included
+    calls: int
+    stable: bool  # two consecutive calls agreed within STABLE_TOLERANCE
+
+    def metrics(self, compiles: bool) -> dict:
+        metrics = {
+            "warmup_s": self.total_s,
+            "warmup_calls": self.calls,
+            "warmup_stable": self.stable,
+            "first_call_s": self.first_s,
+        }
+        if compiles:
+            metrics["compile_s"] = self.first_s
+        return metrics
+
+
+def warm_up(measure: Measure, max_calls: int = 10, tolerance: float = STABLE_TOLERANCE) -> WarmUp:
+    """Call until stable: the first call never counts toward stability (compilation, lazy
+    buffers); stable once two consecutive later calls differ by at most `tolerance` of the
+    earlier one. At most `max_calls` calls in all (at least 3 are needed to be stable).
+    """
+    if max_calls < 1:
+        raise ValueError(f"max_calls must be >= 1, got {max_calls}")
+    _, first_wall = measure()
+    total_wall, previous, calls = first_wall, None, 1
+    stable = False
+    while calls < max_calls:
+        measured, wall = measure()
+        total_wall += wall
+        calls += 1
+        if previous is not None and abs(measured - previous) <= tolerance * previous:
+            stable = True
+            break
+        previous = measured
+    return WarmUp(first_wall / 1e9, total_wall / 1e9, calls, stable)
+
+
+def time_calls(measure: Measure, min_time_s: float = 1.0, min_calls: int = 10) -> list[int]:
+    """Measured nanoseconds per call, until `min_time_s` of measured time and `min_calls`."""
+    samples: list[int] = []
+    budget_ns = min_time_s * 1e9
+    total = 0
+    while len(samples) < min_calls or total < budget_ns:
+        measured, _ = measure()
+        samples.append(measured)
+        total += measured
+    return samples
+
+
+def quartiles(values: list[float]) -> tuple[float, float, float]:
+    """(q1, median, q3) by linear interpolation between order statistics (numpy's default)."""
+    ordered = sorted(values)
+    if len(ordered) == 1:
+        return ordered[0], ordered[0], ordered[0]
+    q1, median, q3 = statistics.quantiles(ordered, n=4, method="inclusive")
+    return q1, median, q3
+
+
+def summarize(samples_ns: list[int]) -> dict:
+    """`time_ms` statistics of per-call nanoseconds: median, iqr, min, max, mean, stdev, n,
+    and rel_iqr = iqr / median."""
+    if not samples_ns:
+        raise ValueError("no samples to summarize")
+    ms = [ns / 1e6 for ns in samples_ns]
+    q1, median, q3 = quartiles(ms)
+    return {
+        "median": median,
+        "iqr": q3 - q1,
+        "rel_iqr": (q3 - q1) / median if median > 0 else 0.0,
+        "min": min(ms),
+        "max": max(ms),
+        "mean": statistics.fmean(ms),
+        "stdev": statistics.stdev(ms) if len(ms) > 1 else 0.0,
+        "n": len(ms),
+    }
+
+
+def is_noisy(time_ms: dict, threshold: float = NOISY_IQR_OVER_MEDIAN) -> bool:
+    """A row is noisy when its spread (IQR / median) exceeds `threshold`."""
+    return time_ms["median"] > 0 and time_ms["iqr"] / time_ms["median"] > threshold
+
+
+def benchmark(
+    call: Call,
+    *,
+    sync: Call = lambda: None,
+    prepare: Call | None = None,
+    device: str = "cpu",
+    compiles: bool = False,
+    min_time_s: float = 1.0,
+    min_calls: int = 10,
+    max_warmup_calls: int = 10,
+    counters=None,
+) -> dict:
+    """The whole protocol on one call; returns record metrics (time_ms, noisy, warm-up, and
+    `per_call` / `gc` when `counters` is given)."""
+    timer = timer_for(device)
+    warm = warm_up(make_measure(call, sync=sync, prepare=prepare, timer=timer), max_warmup_calls)
+    measure = make_measure(call, sync=sync, prepare=prepare, timer=timer, counters=counters)
+    samples = time_calls(measure, min_time_s, min_calls)
+    time_ms = summarize(samples)
+    metrics = {"time_ms": time_ms, "noisy": is_noisy(time_ms), **warm.metrics(compiles)}
+    if counters is not None:
+        per_call = counters.per_call(len(samples))
+        # CPU time over wall time: ~threads when the process had its cores, less when shared.
+        cpu_ms = per_call["user_cpu_ms"] + per_call["sys_cpu_ms"]
+        per_call["cpu_util"] = cpu_ms / time_ms["mean"] if time_ms["mean"] > 0 else None
+        metrics["per_call"] = per_call
+        metrics["gc"] = counters.gc.metrics()
+    return metrics

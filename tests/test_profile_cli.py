@@ -1,0 +1,151 @@
+"""`rnnopt profile` / `peak` / `timer-check` end to end on tiny shapes, and every status path.
+
+No timing assertions: only that records are written, valid, and say what happened.
+"""
+
+import pytest
+
+import rnnopt.harness
+import rnnopt.variants
+from rnnopt.records import read_record
+from rnnopt.variants.base import Runner
+from tests.measure_helpers import QUICK, TINY, require_variant, run_cli
+
+
+def profile(tmp_path, variant, *extra):
+    out = tmp_path / "record.json"
+    argv = ["profile", "--variant", variant, *TINY, "--threads", "1", "--out", str(out)]
+    code = run_cli(*argv, *QUICK, *extra)
+    return code, read_record(out)
+
+
+@pytest.mark.parametrize("variant", ["numpy-lstm-fused", "numpy-rnn-naive", "torch-lstm-nn"])
+@pytest.mark.parametrize("phase", ["forward", "backward", "step"])
+def test_profile_writes_a_valid_record(tmp_path, variant, phase):
+    require_variant(variant)
+    code, record = profile(tmp_path, variant, "--phase", phase)
+    assert code == 0
+    assert record["status"] == "ok", record["reason"]
+    assert record["kind"] == "profile" and record["variant"] == variant
+    assert record["framework"] == variant.split("-")[0] and record["phase"] == phase
+    assert record["threads"] == 1 and record["threads_effective"]["torch"] == 1
+    metrics = record["metrics"]
+    assert metrics["time_ms"]["n"] >= 3
+    for key in ("median", "iqr", "min", "mean", "stdev"):
+        assert metrics["time_ms"][key] >= 0
+    for key in ("tokens_per_s", "gflops", "flops", "warmup_s", "noisy", "per_call", "gc"):
+        assert key in metrics
+
+
+def test_peak_fraction_from_a_peak_record(tmp_path):
+    peak = tmp_path / "peak.json"
+    argv = ["peak", "--threads", "1", "--out", str(peak), "--size", "32"]
+    assert run_cli(*argv, "--min-time-s", "0.01") == 0
+    gflops = read_record(peak)["metrics"]["gemm_gflops"]
+    assert set(gflops["numpy"]) == {"float64", "float32"}
+    assert {"float64", "float32", "bfloat16"} <= set(gflops["torch"])
+    code, record = profile(tmp_path, "torch-lstm-nn", "--phase", "forward", "--peak", str(peak))
+    assert code == 0
+    metrics = record["metrics"]
+    assert metrics["peak_gflops"] == gflops["torch"]["float32"]
+    assert metrics["peak_fraction"] == pytest.approx(metrics["gflops"] / metrics["peak_gflops"])
+
+
+def test_timer_check_record(tmp_path):
+    out = tmp_path / "check.json"
+    argv = ["timer-check", "--variant", "torch-lstm-nn", *TINY, "--threads", "1"]
+    assert run_cli(*argv, "--phase", "forward", "--out", str(out), *QUICK) == 0
+    metrics = read_record(out)["metrics"]
+    assert metrics["ratio"] == pytest.approx(
+        metrics["time_ms"]["median"] / metrics["torch_timer"]["blocked"]["median_ms"]
+    )
+    assert isinstance(metrics["agrees"], bool)
+
+
+def test_float16_on_cpu_is_skipped(tmp_path):
+    code, record = profile(tmp_path, "torch-lstm-nn", "--phase", "forward", "--dtype", "float16")
+    assert code == 0
+    assert record["status"] == "skipped"
+    assert "float16" in record["reason"] and "\n" not in record["reason"]
+
+
+def test_missing_cuda_is_skipped(tmp_path, monkeypatch):
+    monkeypatch.setattr(rnnopt.variants, "cuda_available", lambda: False)
+    code, record = profile(tmp_path, "torch-lstm-nn", "--phase", "step", "--device", "cuda")
+    assert code == 0
+    assert record["status"] == "skipped" and "CUDA" in record["reason"]
+    assert record["device"] == "cuda" and record["framework"] == "torch"
+
+
+class FakeVariant:
+    """Just enough of a Variant for the harness; its runner raises `error` on every call."""
+
+    name, framework, cell, compiles = "numpy-lstm-naive", "numpy", "lstm", False
+    dtype, device = "float32", "cpu"
+
+    def __init__(self, error):
+        self.error = error
+
+    def describe(self):
+        return {
+            "variant": self.name,
+            "framework": "numpy",
+            "cell": "lstm",
+            "techniques": [],
+            "dtype": self.dtype,
+            "device": self.device,
+        }
+
+    def runner(self, *args):
+        runner = Runner()
+        runner.forward = runner.backward = runner.step = self.raise_error
+        return runner
+
+    def raise_error(self):
+        raise self.error
+
+
+@pytest.mark.parametrize(
+    "error, status",
+    [
+        (MemoryError(), "oom"),
+        (RuntimeError("CUDA out of memory. Tried to allocate 2.00 GiB"), "oom"),
+        (ValueError("shapes (3,4) and (5,) not aligned\nmore detail"), "failed"),
+    ],
+)
+def test_variant_errors_become_records(tmp_path, monkeypatch, error, status):
+    monkeypatch.setattr(rnnopt.harness, "get_variant", lambda *a, **k: FakeVariant(error))
+    for command in ("profile", "memory"):
+        out = tmp_path / f"{command}.json"
+        argv = [command, "--variant", "numpy-lstm-naive", *TINY, "--threads", "1"]
+        assert run_cli(*argv, "--phase", "step", "--out", str(out)) == 0
+        record = read_record(out)
+        assert record["status"] == status
+        assert record["reason"].startswith(type(error).__name__)
+        assert "\n" not in record["reason"]
+        assert record["variant"] == "numpy-lstm-naive" and record["techniques"] == []
+
+
+def exit_code(*argv):
+    try:
+        return run_cli(*argv)
+    except SystemExit as exit:  # argparse rejects a flag value
+        return exit.code
+
+
+@pytest.mark.parametrize(
+    "flags",
+    [
+        ["--variant", "no-such-variant", *TINY],
+        ["--variant", "torch-lstm-nn", "--batch", "-1", *TINY[2:]],
+        ["--variant", "torch-lstm-nn", *TINY, "--dtype", "int8"],
+    ],
+)
+def test_bad_flags_exit_2(tmp_path, flags, capsys):
+    out = tmp_path / "r.json"
+    assert (
+        exit_code("profile", *flags, "--phase", "forward", "--threads", "1", "--out", str(out)) == 2
+    )
+    assert not out.exists()
+    last_line = capsys.readouterr().err.strip().splitlines()[-1]
+    assert last_line.startswith("rnnopt profile: error:")

@@ -1,0 +1,94 @@
+"""Record schema: validated on write and read, one-line errors naming the file."""
+
+import json
+
+import pytest
+
+from rnnopt.errors import UserError
+from rnnopt.records import make_record, read_record, write_record
+
+ENV = {
+    "git": {"commit": "abc", "dirty": False},
+    "python": "3.11",
+    "numpy": "2",
+    "cpu_model": "cpu",
+    "cpu_count_logical": 2,
+    "hostname": "host",
+    "image": None,
+}
+
+
+def profile_record(**overrides):
+    record = make_record(
+        "profile",
+        seed=0,
+        config={"variant": "numpy-lstm-naive"},
+        metrics={"time_ms": {"median": 1.0, "iqr": 0.1, "min": 0.9, "mean": 1.0, "n": 10}},
+        env=ENV,
+        variant="numpy-lstm-naive",
+        framework="numpy",
+        cell="lstm",
+        dtype="float32",
+        device="cpu",
+        phase="forward",
+        shape={"batch": 2, "seq_len": 3, "input_size": 4, "hidden_size": 5},
+        threads=1,
+        threads_effective={"requested": 1, "pools": []},
+    )
+    record.update(overrides)
+    return record
+
+
+def test_round_trip(tmp_path):
+    path = tmp_path / "r.json"
+    write_record(path, profile_record())
+    assert read_record(path)["metrics"]["time_ms"]["median"] == 1.0
+    assert not list(tmp_path.glob(".*.tmp"))  # the atomic write leaves no temporary
+
+
+def test_missing_field_is_one_line_naming_the_file(tmp_path):
+    record = profile_record()
+    del record["seed"]
+    path = tmp_path / "bad.json"
+    with pytest.raises(UserError) as error:
+        write_record(path, record)
+    message = str(error.value)
+    assert str(path) in message and "seed" in message and "\n" not in message
+    assert not path.exists()
+
+
+def test_bad_status_rejected(tmp_path):
+    path = tmp_path / "bad.json"
+    path.write_text(json.dumps(profile_record(status="weird", reason="x")))
+    with pytest.raises(UserError, match="bad.json.*status"):
+        read_record(path)
+
+
+def test_status_needs_a_reason(tmp_path):
+    with pytest.raises(UserError, match="reason"):
+        write_record(tmp_path / "r.json", profile_record(status="oom"))
+
+
+def test_bad_metric_rejected(tmp_path):
+    record = profile_record()
+    record["metrics"]["time_ms"]["n"] = 0
+    with pytest.raises(UserError, match=r"metrics\.time_ms\.n"):
+        write_record(tmp_path / "r.json", record)
+
+
+def test_corrupted_file(tmp_path):
+    path = tmp_path / "cut.json"
+    path.write_text(json.dumps(profile_record())[:200])
+    with pytest.raises(UserError, match="cut.json: not a readable JSON record"):
+        read_record(path)
+
+
+def test_missing_file(tmp_path):
+    with pytest.raises(UserError, match="record not found"):
+        read_record(tmp_path / "none.json")
+
+
+def test_non_finite_numbers_become_null(tmp_path):
+    path = tmp_path / "r.json"
+    write_record(path, profile_record(metrics={"gflops": float("nan")}))
+    assert read_record(path)["metrics"]["gflops"] is None

@@ -1,0 +1,111 @@
+"""Timing statistics and the warm-up rule, on synthetic samples and a scripted clock."""
+
+import pytest
+
+from rnnopt.counters import ProcessCounters
+from rnnopt.timing import (
+    benchmark,
+    is_noisy,
+    make_measure,
+    summarize,
+    time_calls,
+    warm_up,
+)
+
+
+def scripted(durations_ns):
+    """A Measure returning the given (measured, wall) nanoseconds in turn."""
+    values = iter(durations_ns)
+    return lambda: (lambda d: (d, d))(next(values))
+
+
+def test_summarize_synthetic_sample():
+    stats = summarize([ms * 1_000_000 for ms in (1, 2, 3, 4, 5, 6, 7, 8, 9)])
+    assert stats["median"] == 5
+    assert stats["iqr"] == pytest.approx(7 - 3)  # linear quartiles: q1 = 3, q3 = 7
+    assert stats["min"] == 1 and stats["max"] == 9
+    assert stats["mean"] == 5
+    assert stats["n"] == 9
+    assert stats["stdev"] == pytest.approx(2.7386, abs=1e-4)
+    assert stats["rel_iqr"] == pytest.approx(0.8)
+
+
+def test_noisy_flag():
+    quiet = summarize([100, 101, 99, 100, 102, 98, 100])
+    spread = summarize([100, 150, 60, 100, 140, 70, 100])
+    assert not is_noisy(quiet)
+    assert is_noisy(spread)
+
+
+def test_single_sample():
+    assert summarize([2_000_000]) == {
+        "median": 2.0,
+        "iqr": 0.0,
+        "rel_iqr": 0.0,
+        "min": 2.0,
+        "max": 2.0,
+        "mean": 2.0,
+        "stdev": 0.0,
+        "n": 1,
+    }
+
+
+def test_warm_up_first_call_apart_then_stable():
+    # first call (compilation) is never compared; 50 -> 40 differ by 20%, 40 -> 39 by 2.5%
+    warm = warm_up(scripted([1000, 50, 40, 39, 39, 39]), max_calls=10)
+    assert warm.stable
+    assert warm.calls == 4
+    assert warm.first_s == 1000 / 1e9
+    assert warm.total_s == (1000 + 50 + 40 + 39) / 1e9
+    assert warm.metrics(compiles=True)["compile_s"] == warm.first_s
+    assert "compile_s" not in warm.metrics(compiles=False)
+
+
+def test_warm_up_bounded_when_never_stable():
+    warm = warm_up(scripted([100, 10, 20, 10, 20, 10, 20, 10]), max_calls=5)
+    assert not warm.stable
+    assert warm.calls == 5
+
+
+def test_time_calls_needs_both_min_time_and_min_calls():
+    # 0.4 s per call: 3 calls reach 1 s, but 5 calls are required
+    assert len(time_calls(scripted([400_000_000] * 10), min_time_s=1.0, min_calls=5)) == 5
+    # 1 ms per call: 2 calls required, 0.01 s needs 10
+    assert len(time_calls(scripted([1_000_000] * 20), min_time_s=0.01, min_calls=2)) == 10
+
+
+def test_make_measure_keeps_preparation_out_of_the_bracket():
+    events = []
+    fake_timer = lambda call, sync: (call(), sync(), 7)[2]  # noqa: E731
+    ticks = iter([100, 130])
+    measure = make_measure(
+        lambda: events.append("call"),
+        sync=lambda: events.append("sync"),
+        prepare=lambda: events.append("prepare"),
+        timer=fake_timer,
+        clock=lambda: next(ticks),
+    )
+    assert measure() == (7, 30)
+    assert events == ["prepare", "sync", "call", "sync"]
+
+
+def test_benchmark_protocol_on_a_real_call():
+    calls = []
+    with ProcessCounters() as counters:
+        metrics = benchmark(
+            lambda: calls.append(sum(range(1000))),
+            min_time_s=0.001,
+            min_calls=5,
+            max_warmup_calls=4,
+            counters=counters,
+        )
+    assert metrics["time_ms"]["n"] >= 5
+    assert len(calls) == metrics["time_ms"]["n"] + metrics["warmup_calls"]
+    assert set(metrics["per_call"]) == {
+        "minor_faults",
+        "major_faults",
+        "user_cpu_ms",
+        "sys_cpu_ms",
+        "cpu_util",
+    }
+    assert set(metrics["gc"]) == {"gen0", "gen1", "gen2", "pause_ms"}
