@@ -104,7 +104,9 @@ class NumpyVariant(Variant):
 
     - `forward_train(p, x) -> (y, cache)`: y (B, T, H); cache whatever backward needs.
       y may be a view of a workspace buffer, valid until the next call.
-    - `backward(p, cache, grad_y) -> grads`: dict with the keys of p plus "x".
+    - `backward(p, cache, grad_y) -> grads`: dict with the keys of p plus "x", each a distinct
+      array (the runner scales them in place); they may be workspace buffers, valid until the
+      next call.
     """
 
     framework = "numpy"
