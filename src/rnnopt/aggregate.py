@@ -1,0 +1,206 @@
+"""Every record of every run under results/ -> one tidy (long) table of metrics, one of series.
+
+Tidy: one row per (record, metric), with the record's descriptive fields as columns, so that
+pandas groups and seaborn plots without reshaping. The run is the first directory under
+results/ (results/<run>/<stage>/...), so runs from other hosts or containers merge by being
+copied in. Records without metrics (skipped, failed) keep one row with an empty metric, so that
+their status and reason reach the report. Series (loss curves, RSS timelines) go to a second
+long table: one row per (record, series, step).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+from pathlib import Path
+
+import pandas as pd
+
+from rnnopt.errors import UserError
+from rnnopt.records import SCHEMA_ID, validate
+
+# Directories under results/<run>/ that hold records (datasets, logs and caches do not).
+STAGES = ("verify", "train", "profile", "memory", "peak", "timer-check")
+SHAPE_KEYS = ("batch", "seq_len", "input_size", "hidden_size")
+RECORD_COLUMNS = (
+    "run",
+    "kind",
+    "status",
+    "reason",
+    "variant",
+    "framework",
+    "cell",
+    "techniques",
+    "dtype",
+    "device",
+    "task",
+    "setting",
+    "phase",
+    *SHAPE_KEYS,
+    "threads",
+    "seed",
+    "host",
+    "cpu_model",
+    "gpu",
+    "image",
+    "git_commit",
+)
+METRIC_COLUMNS = (*RECORD_COLUMNS, "metric", "value", "source")
+SERIES_COLUMNS = (*RECORD_COLUMNS, "series", "step", "value", "source")
+INTEGER_COLUMNS = (*SHAPE_KEYS, "threads", "seed")
+
+
+def flatten(metrics: dict, prefix: str = "") -> dict[str, float]:
+    """{"time_ms": {"median": 1.0}, "noisy": True} -> {"time_ms.median": 1.0, "noisy": 1.0}.
+
+    Numbers and booleans only; null (a NaN or Inf when written) becomes NaN; strings and lists
+    are left out (they are descriptions, not measurements).
+    """
+    flat: dict[str, float] = {}
+    for key, value in metrics.items():
+        name = f"{prefix}{key}"
+        if isinstance(value, dict):
+            flat.update(flatten(value, f"{name}."))
+        elif value is None:
+            flat[name] = math.nan
+        elif isinstance(value, bool | int | float):
+            flat[name] = float(value)
+    return flat
+
+
+def record_paths(results: Path) -> list[Path]:
+    """Record files of every run, in a stable order; hidden files (partial writes) left out."""
+    paths = []
+    for run_dir in sorted(p for p in results.iterdir() if p.is_dir()):
+        for stage in STAGES:
+            stage_dir = run_dir / stage
+            if stage_dir.is_dir():
+                paths += sorted(p for p in stage_dir.rglob("*.json") if not p.name.startswith("."))
+    return paths
+
+
+def setting_of(parts: tuple[str, ...]) -> str | None:
+    """The training setting from results/<run>/train/<task>/<setting>/<variant>/..."""
+    return parts[3] if len(parts) > 4 and parts[1] == "train" else None
+
+
+def describe(record: dict, relative: Path) -> dict:
+    """The descriptive columns of one record; run (and setting) come from its path."""
+    env = record.get("env", {})
+    shape = record.get("shape") or {}
+    gpus = env.get("gpus") or []
+    torch_env = env.get("torch") or {}
+    return {
+        "run": relative.parts[0],
+        "kind": record["kind"],
+        "status": record["status"],
+        "reason": record.get("reason"),
+        "variant": record.get("variant"),
+        "framework": record.get("framework"),
+        "cell": record.get("cell"),
+        "techniques": ",".join(record.get("techniques") or []) or None,
+        "dtype": record.get("dtype"),
+        "device": record.get("device"),
+        "task": record.get("task"),
+        "setting": setting_of(relative.parts),
+        "phase": record.get("phase"),
+        **{key: shape.get(key) for key in SHAPE_KEYS},
+        "threads": record.get("threads"),
+        "seed": record.get("seed"),
+        "host": env.get("hostname"),
+        "cpu_model": env.get("cpu_model"),
+        "gpu": gpus[0]["name"] if gpus else torch_env.get("gpu_name"),
+        "image": env.get("image"),
+        "git_commit": (env.get("git") or {}).get("commit"),
+    }
+
+
+def _series_rows(record: dict, columns: dict, source: str) -> list[dict]:
+    rows = []
+    for name, values in (record.get("series") or {}).items():
+        for step, value in enumerate(values):
+            if isinstance(value, bool | int | float) or value is None:
+                number = math.nan if value is None else float(value)
+                rows.append(columns | {"series": name, "step": step, "value": number})
+    for row in rows:
+        row["source"] = source
+    return rows
+
+
+def load(path: Path) -> dict | None:
+    """The record in `path`, validated; None for JSON that is not a record (dataset manifests)."""
+    try:
+        data = json.loads(path.read_text())
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as error:
+        raise UserError(f"{path}: not a readable JSON record ({error})") from None
+    if not isinstance(data, dict) or data.get("schema") != SCHEMA_ID:
+        return None
+    validate(data, str(path))
+    return data
+
+
+def collect(results: str | os.PathLike) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """(metrics, series) of every record under `results`; UserError for an invalid record."""
+    results = Path(results)
+    if not results.is_dir():
+        raise UserError(f"{results}: no such results directory")
+    metric_rows: list[dict] = []
+    series_rows: list[dict] = []
+    for path in record_paths(results):
+        record = load(path)
+        if record is None:
+            continue
+        relative = path.relative_to(results)
+        columns = describe(record, relative)
+        source = relative.as_posix()
+        flat = flatten(record.get("metrics") or {})
+        if not flat:
+            metric_rows.append(columns | {"metric": None, "value": math.nan, "source": source})
+        metric_rows += [
+            columns | {"metric": name, "value": value, "source": source}
+            for name, value in flat.items()
+        ]
+        series_rows += _series_rows(record, columns, source)
+    return _frame(metric_rows, METRIC_COLUMNS), _frame(series_rows, SERIES_COLUMNS)
+
+
+def _frame(rows: list[dict], columns: tuple[str, ...]) -> pd.DataFrame:
+    frame = pd.DataFrame(rows, columns=list(columns))
+    for column in INTEGER_COLUMNS:
+        frame[column] = frame[column].astype("Int64")
+    for column in ("value", "step"):
+        if column in frame:
+            frame[column] = pd.to_numeric(frame[column])
+    text = [c for c in columns if c not in (*INTEGER_COLUMNS, "value", "step")]
+    frame[text] = frame[text].astype("string")
+    return frame
+
+
+def write(
+    metrics: pd.DataFrame,
+    series: pd.DataFrame,
+    metrics_path: str | os.PathLike,
+    csv_path: str | os.PathLike,
+    series_path: str | os.PathLike,
+) -> None:
+    for path in (metrics_path, csv_path, series_path):
+        Path(path).parent.mkdir(parents=True, exist_ok=True)
+    metrics.to_parquet(metrics_path, index=False)
+    metrics.to_csv(csv_path, index=False)
+    series.to_parquet(series_path, index=False)
+
+
+def read(metrics_path: str | os.PathLike, series_path: str | os.PathLike):
+    """(metrics, series) as written by `write`."""
+    for path in (metrics_path, series_path):
+        if not Path(path).is_file():
+            raise UserError(f"{path}: not found; run `rnnopt aggregate` first")
+    return pd.read_parquet(metrics_path), pd.read_parquet(series_path)
+
+
+def aggregate(results, metrics_path, csv_path, series_path) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """collect + write; returns the frames."""
+    metrics, series = collect(results)
+    write(metrics, series, metrics_path, csv_path, series_path)
+    return metrics, series

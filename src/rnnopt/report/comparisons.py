@@ -1,0 +1,182 @@
+"""The optimisation comparison table as data: one spec per row, no per-row code paths.
+
+A row compares a candidate against a baseline, each selected by a variant pattern and fixed
+fields. `method` says which records measure it (rnnopt.report.measure): "pair" pairs profile,
+memory and train records of the two sides at equal shape, phase, threads and task; the three
+training experiments have their own methods. `criteria` say what must hold for the guide's
+claim to count as supported (rnnopt.report.verdicts). Adding a row is adding a spec here.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+from dataclasses import dataclass
+
+import numpy as np
+import pandas as pd
+
+from rnnopt.report.wide import DTYPE_SHORT
+
+
+def _matches(values: pd.Series, pattern: str) -> np.ndarray:
+    return np.array([isinstance(v, str) and fnmatch.fnmatch(v, pattern) for v in values], bool)
+
+
+@dataclass(frozen=True)
+class Side:
+    """Records of one side of a comparison: variant pattern plus fixed fields (None: any)."""
+
+    variant: str = "*"
+    dtype: str | None = None
+    device: str | None = None
+    setting: str | None = None
+
+    def mask(self, frame: pd.DataFrame) -> pd.Series:
+        keep = _matches(frame["variant"], self.variant)
+        for field in ("dtype", "device", "setting"):
+            value = getattr(self, field)
+            if value is not None:
+                keep &= _matches(frame[field], value)
+        return pd.Series(keep, index=frame.index, dtype=bool)
+
+    def __str__(self) -> str:
+        parts = [
+            self.variant if self.variant != "*" else "",
+            DTYPE_SHORT.get(self.dtype, self.dtype or ""),
+        ]
+        if self.device not in (None, "cpu"):
+            parts.append(self.device)
+        if self.setting:
+            parts.append(self.setting)
+        return " ".join(p for p in parts if p)
+
+
+@dataclass(frozen=True)
+class Comparison:
+    optimisation: str
+    claims: tuple[str, ...]
+    candidate: Side
+    baseline: Side
+    method: str = "pair"  # pair | clipping | accumulation | batch_size
+    criteria: tuple[str, ...] = ("speed",)
+    about: str = ""
+
+    @property
+    def compared(self) -> str:
+        return f"{self.candidate} vs {self.baseline}"
+
+
+NP64, NP32 = "float64", "float32"
+CPU, CUDA = "cpu", "cuda"
+
+COMPARISONS: tuple[Comparison, ...] = (
+    Comparison(
+        "vectorisation / batching",
+        ("C1", "C3"),
+        Side("numpy-*-batched", NP64, CPU),
+        Side("numpy-*-naive", NP64, CPU),
+        about="one (B, H) GEMM per step instead of a Python loop over the batch",
+    ),
+    Comparison(
+        "in-place / preallocation",
+        ("C2",),
+        Side("numpy-*-inplace", NP64, CPU),
+        Side("numpy-*-naive", NP64, CPU),
+        criteria=("allocations", "speed"),
+        about="buffers allocated once and written with out=, instead of new arrays per step",
+    ),
+    Comparison(
+        "fewer temporaries, less garbage collection",
+        ("C12",),
+        Side("numpy-*-inplace", NP64, CPU),
+        Side("numpy-*-naive", NP64, CPU),
+        criteria=("gc",),
+        about="share of the naive variant's time spent in garbage-collection pauses",
+    ),
+    Comparison(
+        "hoisted input projection",
+        ("C13",),
+        Side("numpy-*-fused", NP64, CPU),
+        Side("numpy-*-batched", NP64, CPU),
+        about="x @ W_ih for all T steps in one GEMM: W_ih read once, not every step",
+    ),
+    Comparison(
+        "float32 instead of float64",
+        ("C6",),
+        Side("numpy-*-fused", NP32, CPU),
+        Side("numpy-*-fused", NP64, CPU),
+        criteria=("speed", "memory"),
+    ),
+    Comparison(
+        "library kernels (nn.LSTM vs hand-written cell)",
+        ("C8",),
+        Side("torch-*-nn", NP32, CPU),
+        Side("torch-*-cell", NP32, CPU),
+    ),
+    Comparison(
+        "library kernels (PyTorch vs NumPy)",
+        ("C8",),
+        Side("torch-*-nn", NP32, CPU),
+        Side("numpy-*-fused", NP32, CPU),
+    ),
+    Comparison(
+        "TorchScript",
+        ("C10",),
+        Side("torch-*-jit", NP32, CPU),
+        Side("torch-*-cell", NP32, CPU),
+    ),
+    Comparison(
+        "torch.compile",
+        ("C8", "C10"),
+        Side("torch-*-compile", NP32, CPU),
+        Side("torch-*-cell", NP32, CPU),
+        about="compile time is reported apart (compile_s), not in the speedup",
+    ),
+    Comparison(
+        "mixed precision (bfloat16, CPU)",
+        ("C11",),
+        Side("torch-*-nn", "bfloat16", CPU),
+        Side("torch-*-nn", NP32, CPU),
+        criteria=("speed", "memory"),
+    ),
+    Comparison(
+        "mixed precision (float16, CUDA)",
+        ("C11",),
+        Side("torch-*-nn", "float16", CUDA),
+        Side("torch-*-nn", NP32, CUDA),
+        criteria=("speed", "memory"),
+    ),
+    Comparison(
+        "GPU",
+        ("C9",),
+        Side("torch-*-nn", NP32, CUDA),
+        Side("torch-*-nn", NP32, CPU),
+    ),
+    Comparison(
+        "gradient clipping",
+        ("C7",),
+        Side(setting="clip-on"),
+        Side(setting="clip-off"),
+        method="clipping",
+        criteria=("stability",),
+        about="one high learning rate with and without clipping; speedup: step time without / with",
+    ),
+    Comparison(
+        "gradient accumulation",
+        ("C5",),
+        Side(setting="accum-*"),
+        Side(setting="accum-1x*"),
+        method="accumulation",
+        criteria=("memory", "same_loss"),
+        about="K micro-batches vs one batch of the same size; speedup: step time of one / of K",
+    ),
+    Comparison(
+        "batch-size choice",
+        ("C4",),
+        Side(setting="batch-*"),
+        Side(setting="batch-*"),
+        method="batch_size",
+        criteria=("throughput",),
+        about="tokens/s of the best batch size vs the smallest",
+    ),
+)

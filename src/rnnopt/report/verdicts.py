@@ -1,0 +1,104 @@
+"""Verdicts on the guide's claims: each criterion a small test of an Outcome, then one rule.
+
+A criterion returns (True, detail), (False, detail) or (None, why) when it has nothing to judge.
+The verdict: "not measured here: <why>" when nothing could be judged or a compared variant
+failed verification; "supported" when every judged criterion holds; otherwise
+"not supported: <what failed>". Thresholds are the constants below.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from rnnopt.report.comparisons import Comparison
+from rnnopt.report.measure import Outcome
+
+MEMORY_LOWER = 0.95  # candidate peak / baseline peak below this: memory is lower
+GC_SHARE_MATTERS = 0.01  # GC pauses above 1% of the baseline's time: GC costs CPU time
+SAME_LOSS = 0.05  # |relative change of final loss| within 5%: same effect
+THROUGHPUT_GAIN = 1.10  # best batch >= 1.1x the tokens/s of the smallest: batch size matters
+
+Check = tuple[bool | None, str]
+
+
+def speed(o: Outcome) -> Check:
+    s = o.speedup
+    if s is None:
+        return None, "speed not measured"
+    if s.low > 1:
+        return True, f"{s.median:.2f}x faster"
+    if s.high < 1:
+        return False, f"slower ({s.median:.2f}x)"
+    return False, f"no clear speedup ({s.low:.2f}-{s.high:.2f}x)"
+
+
+def memory(o: Outcome) -> Check:
+    if o.memory_ratio is None:
+        return None, "memory not measured"
+    if o.memory_ratio < MEMORY_LOWER:
+        return True, f"peak memory {o.memory_ratio:.2f}x"
+    return False, f"peak memory not lower ({o.memory_ratio:.2f}x)"
+
+
+def allocations(o: Outcome) -> Check:
+    if o.allocations is None:
+        return None, "allocations not measured"
+    candidate, baseline = o.allocations
+    if candidate < baseline:
+        return True, f"numpy buffers per step {baseline:.1f} -> {candidate:.1f}"
+    return False, f"no fewer numpy buffers per step ({baseline:.1f} -> {candidate:.1f})"
+
+
+def gc(o: Outcome) -> Check:
+    if o.gc_share is None:
+        return None, "GC pauses not measured"
+    candidate, baseline = o.gc_share
+    if baseline > GC_SHARE_MATTERS and candidate < baseline:
+        return True, f"GC pauses {baseline:.1%} -> {candidate:.1%} of the time"
+    return False, f"GC pauses only {baseline:.1%} of the naive variant's time"
+
+
+def stability(o: Outcome) -> Check:
+    return o.stability if o.stability is not None else (None, "clipping not measured")
+
+
+def same_loss(o: Outcome) -> Check:
+    if o.loss_change is None:
+        return None, "loss not measured"
+    if abs(o.loss_change) <= SAME_LOSS:
+        return True, f"final loss {o.loss_change:+.1%}"
+    return False, f"final loss changed {o.loss_change:+.1%}"
+
+
+def throughput(o: Outcome) -> Check:
+    if o.throughput_ratio is None:
+        return None, "throughput not measured"
+    if o.throughput_ratio >= THROUGHPUT_GAIN:
+        return True, f"best batch {o.throughput_ratio:.2f}x the smallest's tokens/s"
+    return False, f"throughput flat over batch sizes ({o.throughput_ratio:.2f}x)"
+
+
+CRITERIA: dict[str, Callable[[Outcome], Check]] = {
+    "speed": speed,
+    "memory": memory,
+    "allocations": allocations,
+    "gc": gc,
+    "stability": stability,
+    "same_loss": same_loss,
+    "throughput": throughput,
+}
+
+
+def verdict(comparison: Comparison, outcome: Outcome) -> str:
+    if outcome.unverified:
+        return "not measured here: failed verification: " + ", ".join(outcome.unverified)
+    checks = [CRITERIA[name](outcome) for name in comparison.criteria]
+    judged = [(passed, detail) for passed, detail in checks if passed is not None]
+    if not judged:
+        why = outcome.missing or [detail for _, detail in checks]
+        return "not measured here: " + "; ".join(why)
+    failed = [detail for passed, detail in judged if not passed]
+    if failed:
+        return "not supported: " + "; ".join(failed)
+    unjudged = [detail for passed, detail in checks if passed is None]
+    return "supported" + (f" ({'; '.join(unjudged)})" if unjudged else "")

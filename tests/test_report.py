@@ -1,0 +1,158 @@
+"""rnnopt.report on synthetic records of a CPU run and a CUDA run (tests.test_aggregate)."""
+
+from __future__ import annotations
+
+import matplotlib.image
+import pandas as pd
+import pytest
+
+from rnnopt.aggregate import collect
+from rnnopt.cli import main
+from rnnopt.report import build, table
+from rnnopt.report.comparisons import COMPARISONS, Comparison, Side
+from rnnopt.report.figures import FIGURES, draw_all
+from rnnopt.report.measure import Interval, Outcome
+from rnnopt.report.verdicts import verdict
+from tests.test_aggregate import CPU_RUN, GPU_RUN, write_results
+
+
+@pytest.fixture(scope="module")
+def frames(tmp_path_factory):
+    root = tmp_path_factory.mktemp("report") / "results"
+    write_results(root)
+    return collect(root)
+
+
+@pytest.fixture(scope="module")
+def comparison(frames):
+    return table.comparison_table(frames[0]).set_index("optimisation")
+
+
+def cell(comparison, optimisation, run, column):
+    return comparison.loc[optimisation, f"{run}: {column}"]
+
+
+def test_one_row_per_comparison_and_hosts_side_by_side(comparison):
+    assert list(comparison.index) == [c.optimisation for c in COMPARISONS]
+    for run in (CPU_RUN, GPU_RUN):
+        for column in ("speedup", "peak memory", "loss", "verdict"):
+            assert f"{run}: {column}" in comparison.columns
+    assert comparison.loc["GPU", "claim"] == "C9"
+
+
+def test_speedup_median_and_interval(comparison):
+    text = cell(comparison, "vectorisation / batching", CPU_RUN, "speedup")
+    assert text.startswith("10.00x (")  # 100 ms naive / 10 ms batched, IQR 4% each
+    low, high = (float(x) for x in text.split("(")[1].rstrip(")").split("-"))
+    assert low < 10 < high
+    assert cell(comparison, "vectorisation / batching", CPU_RUN, "verdict") == "supported"
+    assert cell(comparison, "float32 instead of float64", CPU_RUN, "peak memory") == "0.50x"
+
+
+def test_gpu_rows_measured_on_the_cuda_run_only(comparison):
+    assert cell(comparison, "GPU", GPU_RUN, "verdict") == "supported"
+    assert cell(comparison, "GPU", GPU_RUN, "speedup").startswith("12.00x")
+    cpu_verdict = cell(comparison, "GPU", CPU_RUN, "verdict")
+    assert cpu_verdict.startswith("not measured here: skipped:")
+    assert "no CUDA device" in cpu_verdict
+    assert cell(comparison, "mixed precision (float16, CUDA)", GPU_RUN, "verdict") == "supported"
+
+
+def test_failed_verification_gets_no_verdict(comparison):
+    verdict_text = cell(comparison, "TorchScript", CPU_RUN, "verdict")
+    assert verdict_text == "not measured here: failed verification: torch-lstm-jit float32 cpu"
+
+
+def test_training_experiments(comparison):
+    assert cell(comparison, "gradient clipping", CPU_RUN, "loss") == "diverged -> 0.04"
+    assert cell(comparison, "gradient clipping", CPU_RUN, "verdict") == "supported"
+    assert cell(comparison, "gradient accumulation", CPU_RUN, "peak memory") == "0.25x"
+    assert cell(comparison, "gradient accumulation", CPU_RUN, "verdict") == "supported"
+    assert cell(comparison, "batch-size choice", CPU_RUN, "speedup").startswith("B=128")
+    assert cell(comparison, "batch-size choice", CPU_RUN, "verdict") == "supported"
+    assert cell(comparison, "gradient clipping", GPU_RUN, "verdict").startswith("not measured")
+
+
+def test_gc_claim_not_supported_when_pauses_are_negligible(comparison):
+    text = cell(comparison, "fewer temporaries, less garbage collection", CPU_RUN, "verdict")
+    assert text.startswith("not supported: GC pauses only")
+
+
+SPEED = Comparison("x", ("C0",), Side("a"), Side("b"))
+BOTH = Comparison("x", ("C0",), Side("a"), Side("b"), criteria=("speed", "memory"))
+
+
+@pytest.mark.parametrize(
+    ("spec", "outcome", "expected"),
+    [
+        (SPEED, Outcome(speedup=Interval(2.0, 1.5, 2.5)), "supported"),
+        (SPEED, Outcome(speedup=Interval(1.05, 0.9, 1.2)), "not supported: no clear speedup"),
+        (SPEED, Outcome(speedup=Interval(0.5, 0.4, 0.6)), "not supported: slower (0.50x)"),
+        (SPEED, Outcome(missing=["no profile records of a"]), "not measured here: no profile"),
+        (BOTH, Outcome(speedup=Interval(2, 1.5, 2.5), memory_ratio=0.5), "supported"),
+        (BOTH, Outcome(speedup=Interval(2, 1.5, 2.5), memory_ratio=1.0), "not supported: peak"),
+        (BOTH, Outcome(speedup=Interval(2, 1.5, 2.5)), "supported (memory not measured)"),
+        (
+            SPEED,
+            Outcome(speedup=Interval(2, 1.5, 2.5), unverified=["a f32 cpu"]),
+            "not measured here: failed verification: a f32 cpu",
+        ),
+    ],
+)
+def test_verdict_rules(spec, outcome, expected):
+    assert verdict(spec, outcome).startswith(expected)
+
+
+def test_verification_table_shows_failures_and_skips(frames):
+    verification = table.verification_table(frames[0]).set_index(["variant", "dtype", "device"])
+    assert verification.loc[("torch-lstm-jit", "float32", "cpu"), CPU_RUN].startswith("FAIL")
+    skipped = verification.loc[("torch-lstm-nn", "float32", "cuda")]
+    assert skipped[CPU_RUN].startswith("skipped:") and skipped[GPU_RUN].startswith("pass")
+
+
+def test_variants_table_flags(frames):
+    variants = table.variants_table(frames[0])
+    jit = variants[variants["variant"] == "torch-lstm-jit"].iloc[0]
+    assert jit["verified"] == "FAILED"
+    skipped = variants[variants["status"].str.startswith("skipped")]
+    assert set(skipped["device"]) == {"cuda"}
+    assert (variants[variants["status"] == "ok"]["tokens/s"] != "-").all()
+
+
+def test_figures_are_drawn_pngs(frames, tmp_path):
+    missing = draw_all(*frames, tmp_path)
+    assert missing == {name: "" for name in FIGURES}
+    for name in FIGURES:
+        path = tmp_path / f"{name}.png"
+        assert path.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+        assert path.stat().st_size > 20_000
+        height, width = matplotlib.image.imread(path).shape[:2]
+        assert width >= 600 and height >= 400
+
+
+def test_figures_without_data_say_why(tmp_path):
+    root = tmp_path / "results"
+    (root / "run").mkdir(parents=True)
+    metrics, series = collect(root)
+    missing = draw_all(metrics, series, tmp_path / "figures")
+    assert all(missing.values())
+    assert all((tmp_path / "figures" / f"{name}.png").is_file() for name in FIGURES)
+
+
+def test_build_writes_markdown_html_and_csv(frames, tmp_path):
+    paths = build(*frames, tmp_path)
+    markdown = paths["markdown"].read_text()
+    assert f"{CPU_RUN}: verdict" in markdown and f"{GPU_RUN}: verdict" in markdown
+    assert "## Verification" in markdown and "![speedup](figures/speedup.png)" in markdown
+    html = paths["html"].read_text()
+    assert "<table" in html and 'src="figures/roofline.png"' in html
+    assert len(pd.read_csv(paths["comparison"])) == len(COMPARISONS)
+
+
+def test_cli_report_with_aggregate(tmp_path, capsys):
+    write_results(tmp_path / "results")
+    out = tmp_path / "results" / "report"
+    assert main(["report", "--aggregate", str(tmp_path / "results"), "--out", str(out)]) == 0
+    assert "supported" in capsys.readouterr().out
+    assert (tmp_path / "results" / "metrics.parquet").is_file()
+    assert (out / "comparison.md").is_file() and (out / "figures" / "speedup.png").is_file()

@@ -1,0 +1,233 @@
+"""The Snakemake workflow: lint, dry runs of every config, bad configs, and (slow) a whole run
+of config/ci.yaml in a temporary copy, then a second run that does nothing, then resumption
+after an interrupted run."""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import matplotlib.image
+import pandas as pd
+import pytest
+import yaml
+
+from rnnopt import config_check, list_variants
+from rnnopt.report.comparisons import COMPARISONS
+from rnnopt.report.figures import FIGURES
+
+REPO = Path(__file__).resolve().parents[1]
+WORKFLOW_FILES = ("Snakefile", "workflow", "config")
+
+
+def snakemake(cwd: Path, *args: str, timeout: float = 600) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [sys.executable, "-m", "snakemake", *args],
+        cwd=cwd,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+    )
+
+
+@pytest.fixture
+def workdir(tmp_path) -> Path:
+    """The workflow (not results/ or .snakemake/) copied to a fresh directory."""
+    for name in WORKFLOW_FILES:
+        source = REPO / name
+        if source.is_dir():
+            shutil.copytree(source, tmp_path / name, symlinks=True)
+        else:
+            shutil.copy2(source, tmp_path / name)
+    return tmp_path
+
+
+def files_under(path: Path) -> set[Path]:
+    return {p.relative_to(path) for p in path.rglob("*")}
+
+
+def test_config_expands_to_jobs():
+    config = config_check.check(
+        {
+            "profile": [
+                {
+                    "variants": ["numpy-lstm-naive", "torch-*-nn"],
+                    "threads": [1, "all"],
+                    "shapes": [{"batch": [1, 4], "seq_len": 5, "input_size": 3, "hidden_size": 2}],
+                }
+            ],
+            "train": {"runs": [{"variants": ["numpy-rnn-*"], "tasks": ["sine"]}]},
+        }
+    )
+    jobs = config_check.measure_jobs(config["profile"], cores=8)
+    assert len(jobs) == 3 * 2 * 2  # variants x threads x batches
+    assert {job["threads"] for job in jobs} == {1, 8}
+    assert {job["variant"] for job in jobs} == {"numpy-lstm-naive", "torch-rnn-nn", "torch-lstm-nn"}
+    settings = config_check.train_settings(config["train"])
+    assert settings["accum-4x16"] == settings["base"] | {"batch": 16, "accumulate": 4}
+    assert settings["clip-on"]["clip_norm"] == 1.0 and settings["clip-off"]["clip_norm"] is None
+    assert {"batch-8", "batch-32", "batch-128", "accum-1x64"} <= set(settings)
+    trained = config_check.train_jobs(config["train"])
+    assert {(j["variant"], j["task"]) for j in trained if j["setting"] == "base"} == {
+        (f"numpy-rnn-{kind}", "sine") for kind in ("naive", "inplace", "batched", "fused")
+    }
+    verified = config_check.verify_jobs(config, cores=8)
+    used = {(j["variant"], j["dtype"], j["device"]) for j in jobs + trained}
+    assert used | {("torch-lstm-nn", "float32", "cpu")} == {
+        (j["variant"], j["dtype"], j["device"]) for j in verified
+    }
+
+
+def test_every_config_has_every_variant_family():
+    for name in ("ci", "full", "gpu", None):
+        overlays = [REPO / "config" / f"{name}.yaml"] if name else []
+        config = config_check.load(REPO / "config" / "config.yaml", *overlays)
+        kinds = {job["variant"].split("-")[2] for job in config_check.verify_jobs(config)}
+        assert kinds == {"naive", "inplace", "batched", "fused", "cell", "nn", "jit", "compile"}
+    ci = config_check.load(REPO / "config" / "config.yaml", REPO / "config" / "ci.yaml")
+    assert {j["variant"] for j in config_check.verify_jobs(ci)} == set(list_variants())
+
+
+def test_lint_is_clean(workdir):
+    done = snakemake(workdir, "--lint")
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "Congratulations" in done.stdout + done.stderr
+
+
+@pytest.mark.parametrize("config", [None, "full", "gpu", "ci"])
+def test_dry_run(workdir, config):
+    extra = ["--configfile", f"config/{config}.yaml"] if config else []
+    done = snakemake(workdir, "-n", "--cores", "2", *extra)
+    assert done.returncode == 0, done.stdout + done.stderr
+    for rule in ("verify", "train", "profile", "memory", "peak", "timer_check", "aggregate"):
+        assert f"\n{rule} " in done.stdout
+    assert not (workdir / "results").exists()
+
+
+@pytest.mark.parametrize(
+    ("config", "key"),
+    [
+        ("sed: 1\n", "'sed'"),
+        ("train:\n  steps: many\n", "train.steps"),
+        (
+            "profile:\n  - variants: [numpy-lstm-naive]\n    shapes: [{batch: x}]\n",
+            "profile[0].shapes[0].batch",
+        ),
+        ("profile:\n  - variantz: ['*']\n", "'variantz' under profile[0]"),
+        ("memory:\n  - variants: [numpy-lstm-foo]\n", "memory[0].variants[0]"),
+        (
+            "train:\n  experiments:\n    accumulation: {batch: 10, micro_batches: 4}\n",
+            "train.experiments.accumulation.batch",
+        ),
+    ],
+)
+def test_bad_config_stops_with_one_line(workdir, config, key):
+    """config/config.yaml edited badly: one line on stderr naming the key, nothing else."""
+    default = workdir / "config" / "config.yaml"
+    merged = yaml.safe_load(default.read_text())
+    config_check.merge(merged, yaml.safe_load(config))
+    default.write_text(yaml.safe_dump(merged))
+    before = files_under(workdir)
+    done = snakemake(workdir, "--cores", "1")
+    assert done.returncode != 0
+    assert done.stdout == ""
+    lines = done.stderr.strip().splitlines()
+    assert len(lines) == 1, done.stderr
+    assert lines[0].startswith("rnnopt: bad config: ") and key in lines[0]
+    written = files_under(workdir) - before
+    assert not (workdir / "results").exists()
+    assert all(p.parts[:2] == (".snakemake", "log") for p in written - {Path(".snakemake")})
+
+
+def test_bad_overlay_names_the_key(workdir):
+    (workdir / "bad.yaml").write_text("train:\n  stepz: 3\n")
+    done = snakemake(workdir, "-n", "--cores", "1", "--configfile", "bad.yaml")
+    assert done.returncode != 0 and "Traceback" not in done.stdout + done.stderr
+    errors = [line for line in done.stderr.splitlines() if "bad config" in line]
+    assert errors == [
+        "rnnopt: bad config: unknown key 'stepz' under train; allowed: "
+        "batch, clip_norm, experiments, hidden_size, lr, optimizer, runs, steps, "
+        "threads"
+    ]
+
+
+# ---------------------------------------------------------------- end to end (slow)
+
+
+def run_ci(workdir: Path, *extra: str) -> subprocess.CompletedProcess:
+    return snakemake(workdir, "--cores", "all", "--configfile", "config/ci.yaml", *extra)
+
+
+def records_under(results: Path) -> int:
+    return len(list(results.glob("*/*/**/*.json")))
+
+
+def interrupt_mid_run(workdir: Path, signum: int) -> None:
+    """Start the ci run and send `signum` to its process group (Ctrl-C: SIGINT; a killed
+    container: SIGKILL) once two more records are written and a job is running."""
+    before = records_under(workdir / "results")
+    run = subprocess.Popen(
+        [sys.executable, "-m", "snakemake", "--cores", "all", "--configfile", "config/ci.yaml"],
+        cwd=workdir,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        start_new_session=True,
+    )
+    incomplete = workdir / ".snakemake" / "incomplete"
+    deadline = time.monotonic() + 300
+    while run.poll() is None and time.monotonic() < deadline:
+        if records_under(workdir / "results") >= before + 2 and any(incomplete.glob("*")):
+            break
+        time.sleep(0.1)
+    assert run.poll() is None, "the run ended before it could be interrupted"
+    os.killpg(run.pid, signum)
+    run.wait(timeout=120)
+
+
+@pytest.mark.slow
+def test_ci_run_interrupted_resumed_then_nothing_then_report_only(workdir):
+    pytest.importorskip("torch")
+    results = workdir / "results"
+    interrupt_mid_run(workdir, signal.SIGKILL)  # a killed container leaves the lock behind
+    assert snakemake(workdir, "--unlock", "--configfile", "config/ci.yaml").returncode == 0
+    interrupt_mid_run(workdir, signal.SIGINT)  # Ctrl-C: Snakemake cleans up after itself
+    assert not (results / "metrics.parquet").exists()
+    done = run_ci(workdir, "--rerun-incomplete")
+    assert done.returncode == 0, done.stdout[-5000:] + done.stderr[-5000:]
+
+    metrics = pd.read_parquet(results / "metrics.parquet")
+    assert set(metrics["run"]) == {"ci"}
+    verified = metrics[metrics["kind"] == "verify"]
+    assert set(verified["variant"]) == set(list_variants())  # every variant present
+    config = config_check.load(workdir / "config/config.yaml", workdir / "config/ci.yaml")
+    trained = metrics[metrics["kind"] == "train"]["source"].nunique()
+    assert trained == len(config_check.train_jobs(config["train"]))
+    cuda = metrics[(metrics["device"] == "cuda") & (metrics["kind"] == "profile")]
+    assert len(cuda) and set(cuda["status"]) <= {"skipped", "ok"}
+    assert (results / "metrics.csv").is_file() and (results / "series.parquet").is_file()
+
+    report = results / "report"
+    comparison = pd.read_csv(report / "tables" / "comparison.csv")
+    assert len(comparison) == len(COMPARISONS) and "ci: verdict" in comparison
+    assert "ci: verdict" in (report / "comparison.md").read_text()
+    for name in FIGURES:
+        png = report / "figures" / f"{name}.png"
+        assert png.stat().st_size > 10_000
+        assert matplotlib.image.imread(png).shape[1] >= 600
+
+    again = run_ci(workdir)
+    assert again.returncode == 0 and "Nothing to be done" in again.stdout + again.stderr
+
+    # report_only: tables and figures again from the records, nothing else runs
+    stamp = (report / "comparison.md").stat().st_mtime_ns
+    only = snakemake(workdir, "report_only", "--cores", "all", "--configfile", "config/ci.yaml")
+    assert only.returncode == 0, only.stdout[-3000:] + only.stderr[-3000:]
+    assert re.search(r"report_only\s+1\s+total\s+1", only.stdout + only.stderr)
+    assert (report / "comparison.md").stat().st_mtime_ns > stamp
+    assert "Nothing to be done" in run_ci(workdir, "-n").stdout

@@ -1,0 +1,133 @@
+"""Config check, run name, source hashes, wildcard constraints and the job lists of every stage.
+
+Helpers only; rules live in one file per stage. Paths: results/<run>/<stage>/..., logs under
+results/<run>/logs/ mirroring them; the aggregate and the report sit in results/ itself,
+because they merge every run found there.
+"""
+
+import hashlib
+import sys
+from pathlib import Path
+
+import rnnopt
+from rnnopt import config_check
+from rnnopt.envinfo import default_run_name
+from rnnopt.errors import UserError
+from snakemake.utils import validate
+
+# Snakemake's validate() prints the whole schema on an error: check first, in one line.
+try:
+    config_check.check(
+        config,
+        config_check.load_schema(
+            Path(workflow.basedir, "workflow", "schemas", "config.schema.yaml")
+        ),
+    )
+except UserError as error:
+    sys.exit(f"rnnopt: bad config: {error}")
+validate(config, "../schemas/config.schema.yaml")
+
+# The image the Dockerfile builds: used with --software-deployment-method apptainer only;
+# the usual way is to run snakemake inside that image, or in the project's virtualenv.
+container: "docker://rnnopt:cpu"
+
+# Jobs run `python -m rnnopt` with the interpreter that runs Snakemake (the virtualenv's).
+shell.prefix(f'PATH="{Path(sys.executable).parent}:$PATH"; ')
+
+RUN = default_run_name() if config["run"] == "auto" else config["run"]
+
+
+def source_hash(package: Path, exclude: tuple[str, ...] = ()) -> str:
+    """Digest of the package's sources: a rule whose params hold it reruns when they change."""
+    digest = hashlib.sha256()
+    for path in sorted(package.rglob("*")):
+        relative = path.relative_to(package).as_posix()
+        if path.suffix in (".py", ".json") and not relative.startswith(exclude):
+            digest.update(relative.encode() + b"\0" + path.read_bytes())
+    return digest.hexdigest()[:16]
+
+
+PACKAGE = Path(rnnopt.__file__).parent
+# Measurements do not depend on the reporting code: editing a figure reruns only the report.
+REPORTING = ("aggregate.py", "report/", "commands/aggregate.py", "commands/report.py")
+MEASURE_SOURCE = source_hash(PACKAGE, exclude=(*REPORTING, "config_check.py"))
+REPORT_SOURCE = source_hash(PACKAGE)
+
+VERIFY_JOBS = config_check.verify_jobs(config)
+TRAIN_JOBS = config_check.train_jobs(config["train"])
+TRAIN_SETTINGS = config_check.train_settings(config["train"])
+PROFILE_JOBS = config_check.measure_jobs(config["profile"])
+MEMORY_JOBS = config_check.measure_jobs(config["memory"])
+PROFILED_THREADS = [{"threads": n} for n in config_check.profiled_threads(config)]
+
+
+wildcard_constraints:
+    run=r"[A-Za-z0-9._-]+",
+    variant="|".join(rnnopt.list_variants()),
+    dtype="float64|float32|bfloat16|float16",
+    device="cpu|cuda",
+    phase="forward|backward|step",
+    task="adding|copy|sine",
+    setting=r"base|clip-off|clip-on|accum-\d+x\d+|batch-\d+",
+    batch=r"\d+",
+    seq_len=r"\d+",
+    input_size=r"\d+",
+    hidden_size=r"\d+",
+    threads=r"\d+",
+
+
+def all_cores(wildcards) -> int:
+    """Threads of a timing job: every core Snakemake has, so that nothing runs beside it.
+    A function, read when jobs are scheduled: --report and --unlock need no --cores."""
+    return workflow.cores
+
+
+def inductor_cache(wildcards) -> str:
+    """torch.compile's kernel cache inside the run: reruns reuse compiled kernels."""
+    return f"results/{wildcards.run}/cache/torchinductor"
+
+
+def train_flags(wildcards) -> str:
+    """The flags of one training setting (base, clip-on, accum-4x16, batch-128, ...)."""
+    train = config["train"]
+    setting = TRAIN_SETTINGS[wildcards.setting]
+    flags = [
+        f"--steps {train['steps']}",
+        f"--hidden-size {train['hidden_size']}",
+        f"--threads {train['threads']}",
+        f"--seed {config['seed']}",
+        f"--batch {setting['batch']}",
+        f"--accumulate {setting['accumulate']}",
+        f"--optimizer {setting['optimizer']}",
+        f"--lr {setting['lr']}",
+    ]
+    if setting["clip_norm"] is not None:
+        flags.append(f"--clip-norm {setting['clip_norm']}")
+    return " ".join(flags)
+
+
+def timer_check_flags(wildcards) -> str:
+    check = config["timer_check"]
+    shape = check["shape"]
+    return (
+        f"--variant {check['variant']} --dtype {check['dtype']} --phase {check['phase']} "
+        f"--batch {shape['batch']} --seq-len {shape['seq_len']} "
+        f"--input-size {shape['input_size']} --hidden-size {shape['hidden_size']}"
+    )
+
+
+def records_of(rule, jobs: list[dict]) -> list[str]:
+    """The record paths of `rule` for this run's jobs."""
+    return [rule.output.record.format(run=RUN, **job) for job in jobs]
+
+
+def run_records(wildcards) -> list[str]:
+    """Every record this config asks of this run (the aggregate also reads other runs)."""
+    return (
+        records_of(rules.verify, VERIFY_JOBS)
+        + records_of(rules.train, TRAIN_JOBS)
+        + records_of(rules.peak, PROFILED_THREADS)
+        + records_of(rules.timer_check, PROFILED_THREADS)
+        + records_of(rules.profile, PROFILE_JOBS)
+        + records_of(rules.memory, MEMORY_JOBS)
+    )

@@ -1,0 +1,19 @@
+rule train:
+    input:
+        data="results/{run}/datasets/{task}.npz",
+        manifest="results/{run}/datasets/{task}.json",
+    output:
+        record="results/{run}/train/{task}/{setting}/{variant}/{device}-{dtype}.json",
+    log:
+        "results/{run}/logs/train/{task}/{setting}/{variant}/{device}-{dtype}.log",
+    params:
+        settings=train_flags,
+        inductor_cache=inductor_cache,
+        source=MEASURE_SOURCE,
+    # Timed: the job takes every core, so nothing runs beside it (--threads sets its pools).
+    threads: all_cores
+    shell:
+        "TORCHINDUCTOR_CACHE_DIR={params.inductor_cache} "
+        "python -m rnnopt train --variant {wildcards.variant} --dtype {wildcards.dtype} "
+        "--device {wildcards.device} --data {input.data} {params.settings} "
+        "--out {output.record} > {log} 2>&1"

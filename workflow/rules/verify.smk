@@ -1,0 +1,12 @@
+rule verify:
+    output:
+        record="results/{run}/verify/{variant}/{device}-{dtype}.json",
+    log:
+        "results/{run}/logs/verify/{variant}/{device}-{dtype}.log",
+    params:
+        inductor_cache=inductor_cache,
+        source=MEASURE_SOURCE,
+    shell:
+        "TORCHINDUCTOR_CACHE_DIR={params.inductor_cache} "
+        "python -m rnnopt verify --variant {wildcards.variant} --dtype {wildcards.dtype} "
+        "--device {wildcards.device} --threads 1 --out {output.record} > {log} 2>&1"
