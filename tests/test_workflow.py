@@ -168,12 +168,21 @@ def records_under(results: Path) -> int:
     return len(list(results.glob("*/*/**/*.json")))
 
 
-def interrupt_mid_run(workdir: Path, signum: int) -> None:
+def interrupt_mid_run(workdir: Path, signum: int, *extra: str) -> None:
     """Start the ci run and send `signum` to its process group (Ctrl-C: SIGINT; a killed
     container: SIGKILL) once two more records are written and a job is running."""
     before = records_under(workdir / "results")
     run = subprocess.Popen(
-        [sys.executable, "-m", "snakemake", "--cores", "all", "--configfile", "config/ci.yaml"],
+        [
+            sys.executable,
+            "-m",
+            "snakemake",
+            "--cores",
+            "all",
+            "--configfile",
+            "config/ci.yaml",
+            *extra,
+        ],
         cwd=workdir,
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
@@ -196,7 +205,8 @@ def test_ci_run_interrupted_resumed_then_nothing_then_report_only(workdir):
     results = workdir / "results"
     interrupt_mid_run(workdir, signal.SIGKILL)  # a killed container leaves the lock behind
     assert snakemake(workdir, "--unlock", "--configfile", "config/ci.yaml").returncode == 0
-    interrupt_mid_run(workdir, signal.SIGINT)  # Ctrl-C: Snakemake cleans up after itself
+    # Ctrl-C, in the resumed run: Snakemake cleans up after itself
+    interrupt_mid_run(workdir, signal.SIGINT, "--rerun-incomplete")
     assert not (results / "metrics.parquet").exists()
     done = run_ci(workdir, "--rerun-incomplete")
     assert done.returncode == 0, done.stdout[-5000:] + done.stderr[-5000:]

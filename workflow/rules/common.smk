@@ -77,9 +77,10 @@ wildcard_constraints:
 
 
 def all_cores(wildcards) -> int:
-    """Threads of a timing job: every core Snakemake has, so that nothing runs beside it.
-    A function, read when jobs are scheduled: --report and --unlock need no --cores."""
-    return workflow.cores
+    """Threads of a timing job: every core Snakemake has, so that nothing runs beside it
+    (unless timing_alone is false). A function, read when jobs are scheduled: --report and
+    --unlock need no --cores."""
+    return workflow.cores if config["timing_alone"] else 1
 
 
 def inductor_cache(wildcards) -> str:
