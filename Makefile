@@ -18,7 +18,7 @@ run: install
 	$(BIN)/snakemake --cores $(CORES) --configfile $(CONFIG)
 
 report: install
-	$(BIN)/snakemake --cores $(CORES) --configfile $(CONFIG) report_only
+	$(BIN)/snakemake report_only --cores $(CORES) --configfile $(CONFIG)
 
 test: install
 	$(BIN)/ruff check src tests
