@@ -6,6 +6,8 @@ import numpy as np
 import pytest
 
 from rnnopt.counters import GcMonitor
+from rnnopt.flops import Shape, memory_model
+from rnnopt.heap import MIB, step_peak, tracked
 from rnnopt.memory import downsample_max, rss_profile, traced_call
 from rnnopt.records import read_record
 from tests.measure_helpers import TINY, require_variant, run_cli
@@ -96,9 +98,9 @@ def test_inplace_forward_allocates_nothing_per_step_naive_does(tmp_path):
 def test_memory_record_fields(tmp_path):
     record = memory_record(tmp_path, "torch-lstm-nn", "step")
     metrics = record["metrics"]
-    assert record["peak_source"] == "rss"
-    assert metrics["peak_mib"] == metrics["rss"]["first_call_increment_mib"]
-    assert metrics["rss"]["increment_mib"] >= metrics["peak_mib"]
+    assert record["peak_source"] == "memray"
+    assert metrics["peak_mib"] == metrics["heap"]["peak_mib"]
+    assert metrics["kept_mib"] == metrics["heap"]["kept_mib"] <= metrics["peak_mib"]
     assert metrics["minimum_mib"] == metrics["analytic"]["minimum_bytes"] / 2**20
     assert metrics["peak_over_minimum"] == pytest.approx(
         metrics["peak_mib"] / metrics["minimum_mib"]
@@ -106,3 +108,61 @@ def test_memory_record_fields(tmp_path):
     assert set(record["series"]) == {"rss_t_s", "rss_mib", "call_end_t_s"}
     assert len(record["series"]["call_end_t_s"]) == 3  # the first call and --calls 2
     assert any("tracemalloc" in note for note in record["notes"])
+
+
+def test_tracked_sees_a_buffer_freed_inside_the_window_and_one_kept():
+    def call():
+        temporary = np.ones(4 * 2**20 // 8)  # 4 MiB, freed before the window ends
+        del temporary
+        return np.ones(2**20 // 8)  # 1 MiB, alive at the end
+
+    heap, kept = tracked(call)
+    assert 4 * MIB <= heap["peak_bytes"] < 4.5 * MIB
+    assert 1 * MIB <= heap["kept_bytes"] < 1.2 * MIB
+    assert kept.nbytes == MIB
+
+
+HEAP_SHAPE = Shape(batch=8, seq_len=12, input_size=16, hidden_size=32)
+
+
+@pytest.mark.parametrize("phase", ["forward", "step"])
+def test_fused_peak_covers_the_workspaces_it_allocates(phase):
+    """The instrument sees numpy's buffers: at least the nbytes of every workspace array."""
+    import rnnopt.heap as heap_module
+    from rnnopt.harness import make_inputs
+    from rnnopt.variants import get_variant
+
+    params, x, grad_y = make_inputs("lstm", HEAP_SHAPE, 0)
+    variants = []
+
+    def make_runner():
+        variants.append(get_variant("numpy-lstm-fused", dtype="float32"))
+        return variants[-1].runner(params, x, grad_y, 1e-3)
+
+    measured = heap_module.step_peak_of(make_runner, phase)
+    fresh = variants[-1]
+    buffer_sets = [v._arrays for v in vars(fresh).values() if getattr(v, "_arrays", None)]
+    workspaces = [a for b in buffer_sets for a in vars(b).values() if isinstance(a, np.ndarray)]
+    assert workspaces, "the fused variant keeps its workspaces on itself"
+    assert measured["peak_mib"] * MIB >= sum(a.nbytes for a in workspaces)
+
+
+@pytest.mark.parametrize(
+    "variant",
+    [
+        "numpy-lstm-naive",
+        "numpy-lstm-inplace",
+        "numpy-lstm-batched",
+        "numpy-lstm-fused",
+        "torch-lstm-cell",
+        "torch-lstm-nn",
+        "numpy-rnn-fused",
+        "torch-rnn-nn",
+    ],
+)
+@pytest.mark.parametrize("phase", ["forward", "step"])
+def test_no_peak_below_the_analytic_bptt_minimum(variant, phase):
+    measured = step_peak(variant, "float32", "cpu", HEAP_SHAPE, phase)
+    minimum = memory_model(variant.split("-")[1], HEAP_SHAPE, "float32", phase)
+    assert measured["instrument"] == "memray"
+    assert measured["peak_mib"] * MIB >= minimum["minimum_bytes"]

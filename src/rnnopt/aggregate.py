@@ -21,7 +21,18 @@ from rnnopt.errors import UserError
 from rnnopt.records import SCHEMA_ID, validate
 
 # Directories under results/<run>/ that hold records (datasets, logs and caches do not).
-STAGES = ("verify", "train", "profile", "memory", "peak", "timer-check")
+STAGES = (
+    "verify",
+    "train",
+    "profile",
+    "memory",
+    "peak",
+    "timer-check",
+    "churn",
+    "precision",
+    "autobatch",
+    "varlen",
+)
 SHAPE_KEYS = ("batch", "seq_len", "input_size", "hidden_size")
 RECORD_COLUMNS = (
     "run",
@@ -45,6 +56,7 @@ RECORD_COLUMNS = (
     "gpu",
     "image",
     "git_commit",
+    "explanation",
 )
 METRIC_COLUMNS = (*RECORD_COLUMNS, "metric", "value", "source")
 SERIES_COLUMNS = (*RECORD_COLUMNS, "series", "step", "value", "source")
@@ -113,6 +125,7 @@ def describe(record: dict, relative: Path) -> dict:
         "gpu": gpus[0]["name"] if gpus else torch_env.get("gpu_name"),
         "image": env.get("image"),
         "git_commit": (env.get("git") or {}).get("commit"),
+        "explanation": record.get("explanation"),
     }
 
 

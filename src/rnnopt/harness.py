@@ -94,17 +94,29 @@ def make_inputs(cell: str, shape: Shape, seed: int):
     return params, x, grad_y
 
 
-def prepare(args: argparse.Namespace, lr: float = 1e-3):
-    """(variant, runner) for the flags; VariantFailed when the variant cannot be built here
-    (an unsupported or unavailable combination becomes status skipped)."""
+def runner_factory(args: argparse.Namespace, lr: float = 1e-3):
+    """(variant, make_runner) for the flags: make_runner() builds a fresh variant instance and
+    runner on the same float64 inputs (variants cache workspaces on themselves, so a fresh
+    measurement needs both fresh). VariantFailed when the variant cannot be built here (an
+    unsupported or unavailable combination becomes status skipped)."""
     shape = shape_of(args)
     variant = guarded(get_variant, args.variant, dtype=args.dtype, device=args.device)
     try:
         params, x, grad_y = make_inputs(variant.cell, shape, args.seed)
     except MemoryError as error:  # a shape too large for this host: oom, like the variant's
         raise VariantFailed(error) from error
-    runner = guarded(variant.runner, params, x, grad_y, lr)
-    return variant, runner
+
+    def make_runner():
+        fresh = get_variant(args.variant, dtype=args.dtype, device=args.device)
+        return fresh.runner(params, x, grad_y, lr)
+
+    return variant, make_runner
+
+
+def prepare(args: argparse.Namespace, lr: float = 1e-3):
+    """(variant, runner) for the flags; VariantFailed as in `runner_factory`."""
+    variant, make_runner = runner_factory(args, lr)
+    return variant, guarded(make_runner)
 
 
 def phase_call(runner, phase: str) -> tuple[Callable[[], None], Callable[[], None] | None]:

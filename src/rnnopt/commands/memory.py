@@ -1,11 +1,18 @@
 """`rnnopt memory`: the memory of one phase of one variant at one shape (one record).
 
-One measured call is the phase itself; for backward, the forward it needs plus backward. The
-RSS window covers a fresh runner's first call (lazy workspaces included) and `--calls` more;
-tracemalloc then watches one more call, gc the RSS window. `peak_mib` is the first call's
-increment (what one call needs); the window's increment adds whatever the runner keeps from
-one call while the next builds its own. The analytic BPTT minimum (rnnopt.flops.memory_model)
-stands beside the peak as `peak_over_minimum`.
+One measured call is the phase itself; for backward, the forward it needs plus backward.
+
+The headline, `peak_mib`, is one instrument for every framework (rnnopt.heap): the peak heap
+bytes, at the allocator level (memray; torch.cuda on a GPU), of a fresh runner built and
+called once, above the heap before it, after a throwaway warm-up runner paid the libraries'
+one-time buffers (reported apart: `heap.library_buffers_mib`); `kept_mib` is what that runner
+keeps between steps. The analytic BPTT minimum (rnnopt.flops.memory_model) stands beside it as
+`peak_over_minimum`; above EXPLAIN_ABOVE the record says where the rest goes (`explanation`).
+Only the headline feeds the report's memory ratios.
+
+Secondary instruments, each for what it is good at: the RSS of another fresh runner's first
+call and `--calls` more, sampled by memory_profiler (the timeline figure); tracemalloc on one
+more call (numpy buffers allocated per time step); gc over the RSS window.
 """
 
 from __future__ import annotations
@@ -18,19 +25,22 @@ from rnnopt.harness import (
     check_variant_name,
     config_of,
     guard_calls,
+    guarded,
     phase_call,
     positive_float,
     positive_int,
-    prepare,
     record_fields,
+    runner_factory,
     shape_of,
     write_failure,
 )
+from rnnopt.heap import step_peak_of
 from rnnopt.memory import MIB, CudaPeaks, rss_profile, traced_call
 from rnnopt.records import make_record, write_record
 from rnnopt.threads import apply_threads, threads_match
 
 TRACEMALLOC_BLIND = "tracemalloc does not see torch's allocations: its figures cover Python only"
+EXPLAIN_ABOVE = 1.5  # peak / analytic minimum above this: the record says where the rest goes
 
 
 def register(subparsers) -> None:
@@ -54,7 +64,9 @@ def run(args) -> int:
     threads = apply_threads(args.threads)
     variant = None
     try:
-        variant, runner = prepare(args)
+        variant, make_runner = runner_factory(args)
+        heap = guarded(step_peak_of, make_runner, args.phase, args.device)
+        runner = guarded(make_runner)
         call, before = guard_calls(*phase_call(runner, args.phase))
         sync = guard_calls(runner.sync)[0]
 
@@ -73,17 +85,16 @@ def run(args) -> int:
         notes.append(TRACEMALLOC_BLIND)
     if not threads_match(threads):
         notes.append("thread counts in force differ from --threads (see threads_effective)")
-    if runner.device == "cuda":
-        peak_source = "torch.cuda.max_memory_allocated"
-        peak_mib = metrics["cuda"]["first_call_peak_allocated_mib"]
-    else:
-        peak_source, peak_mib = "rss", metrics["rss"]["first_call_increment_mib"]
+    peak_mib = heap["peak_mib"]
     analytic = memory_model(variant.cell, shape_of(args), variant.dtype, args.phase)
     minimum_mib = analytic["minimum_bytes"] / MIB
+    ratio = peak_mib / minimum_mib if minimum_mib > 0 else None
     metrics.update(
+        heap=heap,
         peak_mib=peak_mib,
+        kept_mib=heap["kept_mib"],
         minimum_mib=minimum_mib,
-        peak_over_minimum=peak_mib / minimum_mib if minimum_mib > 0 else None,
+        peak_over_minimum=ratio,
         analytic=analytic,
     )
     record = make_record(
@@ -93,17 +104,34 @@ def run(args) -> int:
         metrics=metrics,
         series=series,
         notes=notes,
-        peak_source=peak_source,
+        peak_source=heap["instrument"],
+        explanation=explain(variant, analytic, heap, ratio),
         threads_effective=threads,
         **record_fields(args, variant),
     )
     write_record(args.out, record)
     print(
-        f"rnnopt memory: {variant.name} {args.phase}: peak {peak_mib:.1f} MiB ({peak_source}), "
+        f"rnnopt memory: {variant.name} {args.phase}: peak {peak_mib:.1f} MiB "
+        f"({heap['instrument']}), kept {heap['kept_mib']:.1f} MiB, "
         f"analytic minimum {minimum_mib:.1f} MiB, "
         f"numpy buffers/step {metrics['tracemalloc']['numpy_blocks_per_step']:.2f}"
     )
     return 0
+
+
+def explain(variant, analytic: dict, heap: dict, ratio: float | None) -> str | None:
+    """Where the peak goes beyond the analytic minimum, when it is more than EXPLAIN_ABOVE x."""
+    if ratio is None or ratio <= EXPLAIN_ABOVE:
+        return None
+    copies_mib = (analytic["inputs_bytes"] + analytic["params_bytes"]) / MIB
+    parts = [
+        f"{ratio:.1f}x the minimum: the runner's own copies of inputs and weights "
+        f"({copies_mib:.1f} MiB, analytic)"
+    ]
+    if variant.memory_note:
+        parts.append(variant.memory_note)
+    parts.append(f"{heap['kept_mib']:.1f} MiB kept between steps")
+    return "; ".join(parts)
 
 
 def measure(args, runner, one_call) -> tuple[dict, dict]:

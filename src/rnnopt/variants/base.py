@@ -38,6 +38,8 @@ class Variant:
     dtypes: ClassVar[tuple[str, ...]] = ()  # dtypes it supports on some device
     devices: ClassVar[tuple[str, ...]] = ("cpu",)
     compiles: ClassVar[bool] = False  # first call includes compilation (reported as compile_s)
+    # What it holds beyond the analytic BPTT minimum (shown when its peak is well above it).
+    memory_note: ClassVar[str] = ""
 
     @property
     def name(self) -> str:

@@ -14,6 +14,10 @@ class NumpyBatched(NumpyVariant):
     summary = (
         "the whole batch per time step: (B, I) x (I, G*H) GEMMs replace B matrix-vector products"
     )
+    memory_note = (
+        "each step's gates and states kept for backward as separate "
+        "arrays, plus per-step temporaries"
+    )
 
     def forward_train(self, p, x):
         # x (B, T, I); h, c (B, H); z (B, G*H); y (B, T, H)

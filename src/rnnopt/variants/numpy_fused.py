@@ -37,6 +37,10 @@ class NumpyFused(NumpyVariant):
         "input projection as one (T*B, I) x (I, G*H) GEMM before the loop, weight and input "
         "gradients as single GEMMs after it, preallocated time-major workspaces"
     )
+    memory_note = (
+        "time-major workspaces (gates, states, their gradients) "
+        "preallocated once and kept on the variant"
+    )
 
     @cached_property
     def _fwd(self) -> Buffers:

@@ -23,6 +23,10 @@ class NumpyInplace(NumpyVariant):
         "naive loops, but every array preallocated once per shape and written with out=: "
         "no allocation (and no page faults) per step or per call"
     )
+    memory_note = (
+        "every buffer preallocated once per shape and kept on the "
+        "variant, backward's included"
+    )
 
     @cached_property
     def _fwd(self) -> Buffers:

@@ -14,6 +14,10 @@ class NumpyNaive(NumpyVariant):
     summary = (
         "textbook loops: one sequence at a time, matrix-vector products, new arrays every step"
     )
+    memory_note = (
+        "new arrays every step; each step's gates and states kept "
+        "for backward as separate arrays"
+    )
 
     def forward_train(self, p, x):
         # x (B, T, I); h, c (H,); z (G*H,); y (B, T, H)

@@ -50,6 +50,10 @@ class TorchCompile(TorchVariant):
         "the cell step compiled by torch.compile: Inductor fuses the gate elementwise maths "
         "around the recurrent GEMM, shape-stable across T"
     )
+    memory_note = (
+        "autograd saves each step's intermediates (activations, tanh(c), products) as "
+        "separate tensors"
+    )
     compiles = True
 
     def make_module(self, input_size: int, hidden_size: int) -> nn.Module:

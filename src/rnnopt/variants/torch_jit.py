@@ -18,6 +18,10 @@ class TorchJit(TorchVariant):
         "the cell loop as TorchScript: the loop runs in the graph executor, not in Python "
         "(no CPU fuser in torch 2.13: LLVM backend missing)"
     )
+    memory_note = (
+        "autograd saves each step's intermediates (activations, tanh(c), products) as "
+        "separate tensors"
+    )
 
     def make_module(self, input_size: int, hidden_size: int) -> nn.Module:
         with warnings.catch_warnings(record=True) as caught:

@@ -29,6 +29,10 @@ class TorchNN(TorchVariant):
         "torch.nn.LSTM / nn.RNN: the whole sequence in one library call (oneDNN LSTM on CPU, "
         "cuDNN on GPU), no per-step Python"
     )
+    memory_note = (
+        "oneDNN (cuDNN on a GPU) keeps a workspace of every step's "
+        "gates and states for backward"
+    )
     param_names = {name: f"layer.{name}_l0" for name in PARAM_NAMES}
 
     def make_module(self, input_size: int, hidden_size: int) -> nn.Module:
