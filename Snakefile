@@ -17,6 +17,8 @@ include: "workflow/rules/verify.smk"
 include: "workflow/rules/train.smk"
 include: "workflow/rules/profile.smk"
 include: "workflow/rules/memory.smk"
+include: "workflow/rules/autobatch.smk"
+include: "workflow/rules/varlen.smk"
 include: "workflow/rules/aggregate.smk"
 include: "workflow/rules/report.smk"
 

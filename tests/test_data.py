@@ -137,6 +137,7 @@ def test_round_trip_and_manifest_contents(tmp_path):
         "n_sequences": 6,
         "seq_len": 30,
         "variable_length": True,
+        "min_length": 15,  # lengths uniform in [min_length, seq_len], default seq_len // 2
         "n_symbols": 8,
         "copy_len": 3,
     }

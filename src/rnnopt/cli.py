@@ -16,6 +16,8 @@ COMMANDS = (
     "memory",
     "peak",
     "timer-check",
+    "autobatch",
+    "varlen",
     "env",
     "aggregate",
     "report",

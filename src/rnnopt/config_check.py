@@ -95,6 +95,12 @@ def _check_semantics(config: dict) -> None:
                 raise UserError(
                     f"train.runs[{index}].tasks: {task!r} is not in datasets.tasks ({tasks})"
                 )
+    varlen = config["varlen"]
+    if varlen["min_length"] > varlen["seq_len"]:
+        raise UserError(
+            f"varlen.min_length: {varlen['min_length']} exceeds "
+            f"varlen.seq_len ({varlen['seq_len']})"
+        )
     experiments = train["experiments"]
     if experiments["task"] not in tasks:
         raise UserError(
@@ -110,6 +116,8 @@ def _check_semantics(config: dict) -> None:
     for key, name in (
         ("train.experiments.variant", experiments["variant"]),
         ("timer_check.variant", config["timer_check"]["variant"]),
+        ("autobatch.variant", config["autobatch"]["variant"]),
+        *((f"varlen.variants[{i}]", name) for i, name in enumerate(config["varlen"]["variants"])),
     ):
         if name not in list_variants():
             raise UserError(f"{key}: unknown variant {name!r}; available: {list_variants()}")

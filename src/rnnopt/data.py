@@ -186,11 +186,13 @@ def generate(
     seq_len: int,
     seed: int,
     variable_length: bool = False,
+    min_length: int | None = None,
     **task_params: Any,
 ) -> Dataset:
     """A dataset of `task` drawn from numpy.random.default_rng(seed); float64 throughout.
 
-    lengths are all seq_len, or with variable_length drawn uniformly in [seq_len//2, seq_len].
+    lengths are all seq_len, or with variable_length drawn uniformly (integers) in
+    [min_length, seq_len], min_length defaulting to seq_len//2.
     Raises UserError for an unknown task or parameter, or a length too short for the task.
     """
     params = task_parameters(task, task_params)
@@ -200,15 +202,19 @@ def generate(
     variable_length = bool(variable_length)
     if n_sequences < 1 or seq_len < 1:
         raise UserError(f"n_sequences and seq_len must be >= 1; got {n_sequences}, {seq_len}")
-    shortest = seq_len // 2 if variable_length else seq_len
+    shortest = seq_len
+    if variable_length:
+        shortest = seq_len // 2 if min_length is None else int(min_length)
+        if not 1 <= shortest <= seq_len:
+            raise UserError(f"min_length must be in [1, seq_len={seq_len}]; got {shortest}")
     problem = spec.check(params, shortest)
     if problem:
-        lengths_from = "seq_len//2 with variable_length" if variable_length else "seq_len"
+        lengths_from = "min_length with variable_length" if variable_length else "seq_len"
         raise UserError(f"task {task!r}: {problem}; got {params}, {lengths_from} = {shortest}")
     rng = np.random.default_rng(seed)
     lengths = np.full(n_sequences, seq_len, dtype=np.int64)
     if variable_length:
-        lengths = rng.integers(seq_len // 2, seq_len + 1, size=n_sequences, dtype=np.int64)
+        lengths = rng.integers(shortest, seq_len + 1, size=n_sequences, dtype=np.int64)
     x, target = spec.make(rng, lengths, seq_len, **params)
     input_size, output_size = spec.sizes(params)
     baseline_loss, baseline_how = spec.baseline(params, lengths)
@@ -220,6 +226,7 @@ def generate(
             "n_sequences": n_sequences,
             "seq_len": seq_len,
             "variable_length": variable_length,
+            **({"min_length": shortest} if variable_length else {}),
             **params,
         },
         "seed": seed,

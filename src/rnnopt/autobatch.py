@@ -1,0 +1,183 @@
+"""Automatic batch size: the batch with the highest measured tokens/s whose measured peak
+memory fits a budget (guide 4.5, "smarter batching"). A search over measured points, never a
+formula alone.
+
+Search (every probe is one call of the injected `measure(batch) -> Point`):
+1. Doubling from B=1 up to `max_batch` until a batch does not fit (its peak exceeds the
+   budget, or it ran out of memory): that brackets the largest fitting batch in [lo, hi).
+2. Inside the bracket, the linear memory model (peak ~ intercept + slope * B, least squares
+   over every point measured so far) proposes the next probe: its predicted largest fitting
+   batch, or the batch next to the bracket's end it doubts. A recurrent layer's activations
+   grow linearly in B, so the model usually closes the bracket in two probes (its prediction
+   fits, the next batch does not). When a probe contradicts the model, or after
+   MODEL_PROBES_PER_MIDPOINT model probes, the next probe is the midpoint: at most
+   3 * log2(hi - lo) probes however wrong the model is.
+3. The pick: the fitting point with the highest tokens/s (ties: the smaller batch). The
+   search never claims a batch it did not measure.
+
+The memory model is reported with every point tried, so the choice can be checked.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from dataclasses import asdict, dataclass, field
+
+from rnnopt.errors import UserError
+
+# At most this many model-guided probes between two midpoints: the bracket at least halves
+# every MODEL_PROBES_PER_MIDPOINT + 1 probes, however wrong the model.
+MODEL_PROBES_PER_MIDPOINT = 2
+
+
+@dataclass(frozen=True)
+class Point:
+    """One measured batch size. peak_mib None: it could not run (oom): it does not fit."""
+
+    batch: int
+    tokens_per_s: float | None
+    peak_mib: float | None
+    status: str = "ok"
+
+    def fits(self, budget_mib: float) -> bool:
+        return self.status == "ok" and self.peak_mib is not None and self.peak_mib <= budget_mib
+
+
+@dataclass
+class Search:
+    """Every point in the order tried, the bracket, the fit and the pick (None: none fits)."""
+
+    budget_mib: float
+    max_batch: int
+    points: list[Point] = field(default_factory=list)
+    max_fitting_batch: int | None = None
+    first_too_large: int | None = None  # the smallest measured batch that does not fit
+    fit: dict | None = None
+    pick: Point | None = None
+    message: str | None = None  # why there is no pick
+
+    @property
+    def budget_binding(self) -> bool:
+        """True when some batch up to max_batch did not fit: the budget set the limit."""
+        return self.first_too_large is not None
+
+
+class NothingFits(UserError):
+    """Even B=1 exceeds the budget; `search` holds the point tried."""
+
+    def __init__(self, message: str, tried: Search):
+        super().__init__(message)
+        self.search = tried
+
+
+def linear_fit(points: list[Point]) -> dict | None:
+    """Least-squares peak_mib ~ intercept_mib + slope_mib_per_batch * batch over the points
+    that ran; with r2 (1 - residual / total sum of squares, 1.0 when the peaks are all equal)
+    and n. None with fewer than two distinct batches."""
+    ran = [(p.batch, p.peak_mib) for p in points if p.status == "ok" and p.peak_mib is not None]
+    if len({b for b, _ in ran}) < 2:
+        return None
+    n = len(ran)
+    mean_b = sum(b for b, _ in ran) / n
+    mean_m = sum(m for _, m in ran) / n
+    s_bb = sum((b - mean_b) ** 2 for b, _ in ran)
+    s_bm = sum((b - mean_b) * (m - mean_m) for b, m in ran)
+    slope = s_bm / s_bb
+    intercept = mean_m - slope * mean_b
+    total = sum((m - mean_m) ** 2 for _, m in ran)
+    residual = sum((m - intercept - slope * b) ** 2 for b, m in ran)
+    r2 = 1.0 - residual / total if total > 0 else 1.0
+    return {"intercept_mib": intercept, "slope_mib_per_batch": slope, "r2": r2, "n": n}
+
+
+def predicted_max_batch(fit: dict | None, budget_mib: float) -> int | None:
+    """The largest batch the linear model puts under the budget; None without a rising model."""
+    if fit is None or not fit["slope_mib_per_batch"] > 0:
+        return None
+    return math.floor((budget_mib - fit["intercept_mib"]) / fit["slope_mib_per_batch"])
+
+
+def search(measure: Callable[[int], Point], budget_mib: float, max_batch: int) -> Search:
+    """The search above. `measure(batch)` returns that batch's Point (status "oom" and
+    peak_mib None when it could not run). Raises NothingFits, with the one-line message, when
+    B=1 does not fit; `Search.message` holds the same line for the record."""
+    if not budget_mib > 0 or max_batch < 1:
+        raise UserError(f"budget_mib must be > 0 and max_batch >= 1; got {budget_mib}, {max_batch}")
+    result = Search(budget_mib, max_batch)
+
+    def probe(batch: int) -> bool:
+        point = measure(batch)
+        result.points.append(point)
+        return point.fits(budget_mib)
+
+    if not probe(1):
+        first = result.points[0]
+        peak = "out of memory" if first.peak_mib is None else f"peaks at {first.peak_mib:.2f} MiB"
+        result.message = (
+            f"budget_mib={budget_mib:g} is too small: batch 1 already {peak}; no batch size fits"
+        )
+        result.first_too_large = 1
+        raise NothingFits(result.message, result)
+    lo, hi, batch = 1, None, 1
+    while batch < max_batch:
+        batch = min(2 * batch, max_batch)
+        if probe(batch):
+            lo = batch
+        else:
+            hi = batch
+            break
+    model_probes = 0  # model probes since the last midpoint
+    model_agreed = True
+    while hi is not None and hi - lo > 1:
+        candidate, claim = (lo + hi) // 2, None
+        guess = predicted_max_batch(linear_fit(result.points), budget_mib)
+        if guess is not None and model_agreed and model_probes < MODEL_PROBES_PER_MIDPOINT:
+            # the model claims `guess` fits and guess + 1 does not: test the side in doubt
+            candidate = min(max(guess, lo + 1), hi - 1)
+            claim = candidate <= guess
+        model_probes = model_probes + 1 if claim is not None else 0
+        fits = probe(candidate)
+        model_agreed = claim is None or claim == fits
+        if fits:
+            lo = candidate
+        else:
+            hi = candidate
+    result.max_fitting_batch, result.first_too_large = lo, hi
+    result.fit = linear_fit(result.points)
+    fitting = [p for p in result.points if p.fits(budget_mib) and p.tokens_per_s is not None]
+    result.pick = max(fitting, key=lambda p: (p.tokens_per_s, -p.batch), default=None)
+    if result.pick is None:
+        result.message = "no fitting batch has a throughput"
+    return result
+
+
+def summary(result: Search) -> dict:
+    """The record's metrics of a search: budget, pick, bracket, fit and the model's own pick."""
+    pick = result.pick
+    fit = result.fit
+    predicted = predicted_max_batch(fit, result.budget_mib)
+    smallest = next((p for p in result.points if p.batch == 1 and p.tokens_per_s), None)
+    return {
+        "budget_mib": result.budget_mib,
+        "max_batch": result.max_batch,
+        "points_tried": len(result.points),
+        "budget_binding": result.budget_binding,
+        "max_fitting_batch": result.max_fitting_batch,
+        "first_too_large_batch": result.first_too_large,
+        "pick_batch": pick.batch if pick else None,
+        "pick_tokens_per_s": pick.tokens_per_s if pick else None,
+        "pick_peak_mib": pick.peak_mib if pick else None,
+        "pick_over_batch1_tokens_per_s": (
+            pick.tokens_per_s / smallest.tokens_per_s if pick and smallest else None
+        ),
+        "fit": {**fit, "predicted_max_batch": predicted} if fit else {},
+    }
+
+
+def series(result: Search) -> dict[str, list]:
+    """Every point in the order tried, as parallel lists (the record's series)."""
+    rows = [asdict(p) | {"fits": p.fits(result.budget_mib)} for p in result.points]
+    return {
+        key: [row[key] for row in rows] for key in ("batch", "tokens_per_s", "peak_mib", "fits")
+    }

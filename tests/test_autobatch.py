@@ -1,0 +1,168 @@
+"""The automatic batch-size search on synthetic cost models (known optimum, binding budgets,
+a budget too small for B=1), and the `rnnopt autobatch` command end to end on a tiny shape."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from rnnopt import autobatch
+from rnnopt.autobatch import NothingFits, Point, linear_fit, search
+from rnnopt.cli import main
+from rnnopt.errors import UserError
+from rnnopt.records import read_record
+
+INTERCEPT_MIB, SLOPE_MIB = 2.0, 0.5  # peak(B) = 2 + 0.5 B MiB
+OPTIMUM = 64
+
+
+def synthetic(batch: int, calls: list[int] | None = None) -> Point:
+    """Throughput B / (1 + (B/64)^2) peaks at B=64; memory linear in B."""
+    if calls is not None:
+        calls.append(batch)
+    tokens_per_s = 1000.0 * batch / (1.0 + (batch / OPTIMUM) ** 2)
+    return Point(batch, tokens_per_s, INTERCEPT_MIB + SLOPE_MIB * batch)
+
+
+def largest_fitting(budget_mib: float) -> int:
+    return int((budget_mib - INTERCEPT_MIB) // SLOPE_MIB)
+
+
+def test_finds_the_throughput_optimum_when_the_budget_allows_it():
+    calls: list[int] = []
+    result = search(lambda b: synthetic(b, calls), budget_mib=100.0, max_batch=512)
+    assert result.pick.batch == OPTIMUM
+    # the bracket closes on the exact largest fitting batch, 196
+    assert result.max_fitting_batch == largest_fitting(100.0) == 196
+    assert result.first_too_large == 197
+    assert result.budget_binding
+    assert [p.batch for p in result.points] == calls  # every point tried is recorded
+    assert calls[:9] == [1, 2, 4, 8, 16, 32, 64, 128, 256]
+    assert len(calls) <= 9 + 3 * 7  # doubling, then at most 3 log2(bracket) probes
+
+
+def test_a_budget_that_forbids_the_optimum_picks_the_largest_fitting_batch():
+    result = search(synthetic, budget_mib=20.0, max_batch=512)
+    assert largest_fitting(20.0) == 36 < OPTIMUM
+    assert result.pick.batch == 36
+    assert result.pick.peak_mib <= 20.0
+    assert all(p.peak_mib > 20.0 for p in result.points if p.batch > 36)
+
+
+def test_the_linear_model_closes_an_exact_bracket_in_two_probes():
+    calls: list[int] = []
+    search(lambda b: synthetic(b, calls), budget_mib=20.0, max_batch=512)
+    # doubling to 64 (does not fit), then the model: 36 fits, 37 does not
+    assert calls == [1, 2, 4, 8, 16, 32, 64, 36, 37]
+
+
+def test_a_wrong_model_still_converges():
+    def step_memory(batch: int) -> Point:  # memory jumps: far from linear
+        return Point(batch, float(batch), 1.0 if batch <= 45 else 100.0)
+
+    result = search(step_memory, budget_mib=50.0, max_batch=256)
+    assert result.max_fitting_batch == 45 and result.pick.batch == 45
+    assert len(result.points) <= 7 + 3 * 5
+
+
+def test_budget_not_binding_up_to_max_batch():
+    result = search(synthetic, budget_mib=1e6, max_batch=100)
+    assert [p.batch for p in result.points] == [1, 2, 4, 8, 16, 32, 64, 100]
+    assert not result.budget_binding
+    assert result.pick.batch == OPTIMUM
+
+
+def test_out_of_memory_counts_as_not_fitting():
+    def oom_above_10(batch: int) -> Point:
+        if batch > 10:
+            return Point(batch, None, None, status="oom")
+        return Point(batch, float(batch), float(batch))
+
+    result = search(oom_above_10, budget_mib=1e6, max_batch=64)
+    assert result.max_fitting_batch == 10 and result.pick.batch == 10
+
+
+def test_a_budget_too_small_for_batch_1_is_one_clear_line():
+    with pytest.raises(NothingFits) as error:
+        search(synthetic, budget_mib=2.2, max_batch=64)
+    message = str(error.value)
+    assert "budget_mib=2.2" in message and "batch 1" in message and "2.50 MiB" in message
+    assert "\n" not in message
+    assert [p.batch for p in error.value.search.points] == [1]
+
+
+def test_bad_budget_is_a_user_error():
+    with pytest.raises(UserError, match="budget_mib"):
+        search(synthetic, budget_mib=0.0, max_batch=8)
+
+
+def test_linear_fit_recovers_the_model_and_its_r2():
+    fit = linear_fit([synthetic(b) for b in (1, 2, 8, 32)])
+    assert fit["intercept_mib"] == pytest.approx(INTERCEPT_MIB)
+    assert fit["slope_mib_per_batch"] == pytest.approx(SLOPE_MIB)
+    assert fit["r2"] == pytest.approx(1.0)
+    bent = linear_fit([Point(b, 1.0, float(b * b)) for b in (1, 2, 4, 8, 16)])
+    assert bent["r2"] < 0.95
+    assert linear_fit([synthetic(4)]) is None
+
+
+def test_summary_and_series_describe_every_point():
+    result = search(synthetic, budget_mib=20.0, max_batch=512)
+    metrics = autobatch.summary(result)
+    assert metrics["pick_batch"] == 36 and metrics["max_fitting_batch"] == 36
+    assert metrics["fit"]["predicted_max_batch"] == 36
+    assert metrics["pick_over_batch1_tokens_per_s"] == pytest.approx(
+        synthetic(36).tokens_per_s / synthetic(1).tokens_per_s
+    )
+    rows = autobatch.series(result)
+    assert rows["batch"] == [p.batch for p in result.points]
+    assert rows["fits"] == [p.peak_mib <= 20.0 for p in result.points]
+
+
+TINY = ["--variant", "numpy-lstm-fused", "--dtype", "float64", "--seq-len", "3",
+        "--input-size", "2", "--hidden-size", "4", "--threads", "1", "--min-time-s", "0.01",
+        "--min-calls", "3"]  # fmt: skip
+
+
+def test_autobatch_command_writes_a_record(tmp_path, monkeypatch):
+    """The command on a fake heap instrument (peak = 1 + 0.25 B MiB): the pick and the record."""
+    from rnnopt.commands import autobatch as command
+
+    def fake_peak(variant_name, dtype, device, shape, phase, seed=0):
+        return {"peak_mib": 1.0 + 0.25 * shape.batch, "instrument": "fake"}
+
+    monkeypatch.setattr(command, "step_peak", fake_peak)
+    out = tmp_path / "autobatch.json"
+    assert (
+        main(["autobatch", *TINY, "--budget-mib", "5", "--max-batch", "64", "--out", str(out)]) == 0
+    )
+    record = read_record(out)
+    assert record["kind"] == "autobatch" and record["status"] == "ok"
+    metrics = record["metrics"]
+    assert metrics["max_fitting_batch"] == 16 and metrics["first_too_large_batch"] == 17
+    assert metrics["pick_peak_mib"] <= 5
+    assert metrics["fit"]["slope_mib_per_batch"] == pytest.approx(0.25)
+    assert record["series"]["batch"][:5] == [1, 2, 4, 8, 16]
+    assert all(t > 0 for t in record["series"]["tokens_per_s"])
+    assert record["shape"]["batch"] == metrics["pick_batch"]
+
+
+def test_autobatch_command_budget_too_small(tmp_path, monkeypatch, capsys):
+    from rnnopt.commands import autobatch as command
+
+    monkeypatch.setattr(
+        command, "step_peak", lambda *args, **kwargs: {"peak_mib": 3.0, "instrument": "fake"}
+    )
+    out = tmp_path / "autobatch.json"
+    assert (
+        main(["autobatch", *TINY, "--budget-mib", "1", "--max-batch", "8", "--out", str(out)]) == 0
+    )
+    record = json.loads(out.read_text())
+    assert record["status"] == "skipped"
+    assert (
+        record["reason"]
+        == "budget_mib=1 is too small: batch 1 already peaks at 3.00 MiB; no batch size fits"
+    )
+    assert record["reason"] in capsys.readouterr().out
+    assert record["series"]["batch"] == [1]
