@@ -8,8 +8,10 @@ import torch
 
 from rnnopt import data, get_variant
 from rnnopt.cli import main
+from rnnopt.heads import head_loss
 from rnnopt.records import read_record
-from rnnopt.train import TrainConfig, batch_schedule, train
+from rnnopt.report.verdicts import LEARNED_RATIO
+from rnnopt.train import TrainConfig, batch_schedule, holdout_split, train
 from rnnopt.variants import variant_class
 
 KINDS = ("numpy-naive", "numpy-inplace", "numpy-batched", "numpy-fused", "torch-cell", "torch-jit")
@@ -124,6 +126,80 @@ def test_batch_schedule_permutes_each_epoch():
     assert all(np.array_equal(a, b) for a, b in zip(steps, again, strict=True))
 
 
+# ------------------------------------------------------------------ held-out split
+
+
+@pytest.mark.parametrize(("n", "fraction", "heldout"), [(32, 0.2, 6), (10, 0.5, 5), (3, 0.01, 1)])
+def test_holdout_split_is_the_disjoint_deterministic_tail(n, fraction, heldout):
+    training, held = holdout_split(n, fraction)
+    assert len(held) == heldout and len(training) == n - heldout
+    assert np.array_equal(np.concatenate([training, held]), np.arange(n))  # disjoint, complete
+    again = holdout_split(n, fraction)
+    assert np.array_equal(again[0], training) and np.array_equal(again[1], held)
+
+
+def test_heldout_sequences_are_never_trained_on(adding):
+    """Other held-out contents change the held-out curve, never the training curve."""
+    changed = data.Dataset(adding.x.copy(), adding.target.copy(), adding.lengths, adding.manifest)
+    _, held = holdout_split(len(adding.x), 0.2)
+    changed.x[held] = np.random.default_rng(9).uniform(size=changed.x[held].shape)
+    changed.target[held] += 0.5
+    first, second = run("numpy-lstm-fused", adding), run("numpy-lstm-fused", changed)
+    assert first.series["loss"] == second.series["loss"]
+    assert first.series["heldout_loss"] != second.series["heldout_loss"]
+    assert first.metrics["training_sequences"] == len(adding.x) - len(held)
+
+
+def test_heldout_baseline_is_the_training_mean_predictor(adding):
+    result = run("numpy-rnn-batched", adding, steps=4, eval_every=2)
+    training, held = holdout_split(len(adding.x), 0.2)
+    train_mean = adding.target[training].mean()
+    expected = np.mean((adding.target[held] - train_mean) ** 2)
+    assert result.metrics["heldout_baseline_loss"] == pytest.approx(expected, rel=1e-12)
+    assert result.series["eval_step"] == [0, 2, 4]
+    assert len(result.series["heldout_loss"]) == 3
+    assert result.metrics["heldout_loss"] == result.series["heldout_loss"][-1]
+    ratio = result.metrics["heldout_loss"] / expected
+    assert result.metrics["heldout_loss_ratio"] == pytest.approx(ratio)
+
+
+def test_class_baseline_counts_training_frequencies_from_one():
+    loss = head_loss({"loss": "xent_steps", "output_size": 3, "parameters": {"n_symbols": 2}})
+    fit, held = np.array([0, 0, 0, 1]), np.array([0, 2])
+    probabilities = np.array([4, 2, 1]) / 7  # counts 3, 1, 0 plus one each
+    expected = -np.mean(np.log(probabilities[held]))
+    assert loss.constant_baseline(fit, held) == pytest.approx(expected)
+
+
+def test_heldout_loss_does_not_depend_on_the_eval_batch_padding():
+    """13 held-out sequences in batches of 4: the filler rows of the last batch are not scored."""
+    dataset = data.generate("sine", 64, 6, seed=5)
+    by_four = run("torch-lstm-nn", dataset, batch=4, steps=1, lr=1e-12, momentum=0.0)
+    by_one = run("torch-lstm-nn", dataset, batch=1, steps=1, lr=1e-12, momentum=0.0)
+    assert by_four.metrics["heldout_sequences"] == 13
+    assert by_four.series["heldout_loss"][0] == pytest.approx(by_one.series["heldout_loss"][0])
+
+
+def test_a_small_easy_run_learns():
+    """Next-step sine forecasting, 80 Adam steps: well below the predict-the-mean baseline."""
+    dataset = data.generate("sine", 160, 12, seed=0)
+    result = run(
+        "torch-lstm-nn",
+        dataset,
+        dtype="float32",
+        steps=80,
+        batch=16,
+        hidden_size=8,
+        optimizer="adam",
+        lr=0.05,
+        momentum=0.0,
+        eval_every=40,
+    )
+    assert result.status == "ok"
+    assert result.series["heldout_loss"][0] > result.metrics["heldout_baseline_loss"]
+    assert result.metrics["heldout_loss_ratio"] <= LEARNED_RATIO
+
+
 # ------------------------------------------------------------------ CLI
 
 
@@ -141,7 +217,8 @@ def cli(dataset_path, out, *extra):
 def test_cli_writes_a_valid_train_record(dataset_path, tmp_path):
     out = tmp_path / "train.json"
     extra = ["--variant", "numpy-lstm-fused", "--dtype", "float64", "--optimizer", "adam"]
-    assert cli(dataset_path, out, *extra, "--clip-norm", "1", "--accumulate", "2") == 0
+    extra += ["--clip-norm", "1", "--accumulate", "2", "--eval-every", "4"]
+    assert cli(dataset_path, out, *extra) == 0
     record = read_record(out)  # validates against the schema
     assert record["kind"] == "train" and record["status"] == "ok"
     assert record["variant"] == "numpy-lstm-fused" and record["task"] == "adding"
@@ -150,6 +227,9 @@ def test_cli_writes_a_valid_train_record(dataset_path, tmp_path):
     metrics = record["metrics"]
     for key in ("final_loss", "final_metric", "baseline_loss", "time_per_step_ms"):
         assert isinstance(metrics[key], float), key
+    for key in ("heldout_loss", "heldout_baseline_loss", "heldout_loss_ratio"):
+        assert isinstance(metrics[key], float), key
+    assert record["series"]["eval_step"] == [0, 4, 6]  # --eval-every 4, and after the last
     assert metrics["steps_completed"] == 6 and 0 <= metrics["clip_fraction"] <= 1
     assert metrics["tokens_per_s"] > 0
     assert len(record["series"]["loss"]) == len(record["series"]["grad_norm"]) == 6

@@ -136,6 +136,19 @@ class HeadLoss:
         correct = int(np.sum(outputs.argmax(axis=1)[scored] == targets[scored]))
         return loss_sum, float(correct), int(scored.sum())
 
+    def constant_baseline(self, fit_targets: np.ndarray, targets: np.ndarray) -> float:
+        """Mean loss over `targets` of the best constant prediction for `fit_targets`.
+
+        Both as HeadLoss.targets selects them. mse: the fitted mean (per output); xent: the class
+        frequencies of fit_targets, counted from 1 (Laplace) so that no held-out class gets
+        probability 0.
+        """
+        if self.criterion == "mse":
+            mean = np.mean(fit_targets, axis=0)
+            return float(np.mean((np.asarray(targets, np.float64) - mean) ** 2))
+        counts = np.bincount(fit_targets, minlength=self.output_size) + 1.0
+        return -float(np.mean(np.log(counts / counts.sum())[targets]))
+
 
 _LOSSES = {
     "mse_last": ("last", "mse"),

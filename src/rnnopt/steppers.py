@@ -41,12 +41,16 @@ class NumpyStepper:
         self.optimizer = make_optimizer(optimizer, self.params, **hyper)
         self.grad_y = np.empty(0)  # reused upstream-gradient buffer: no allocation per step
 
+    def inputs(self, x: np.ndarray) -> np.ndarray:
+        """x (B, T, I) float64 in the variant's dtype."""
+        return self.variant.cast(x)
+
     def prepare(self, x: np.ndarray, target: np.ndarray, lengths: np.ndarray):
         rows, cols = self.loss.positions(lengths, x.shape[1])
         targets = self.loss.targets(target, rows, cols)
         if targets.dtype.kind == "f":  # class indices stay int64
             targets = self.variant.cast(targets)
-        return self.variant.cast(x), targets, rows, cols
+        return self.inputs(x), targets, rows, cols
 
     def step(self, micro_batches, normalizer: float) -> StepOutcome:
         with np.errstate(over="ignore", invalid="ignore"):  # divergence is detected, not warned
@@ -77,8 +81,8 @@ class NumpyStepper:
         self.optimizer.step(self.grads)
         return StepOutcome(loss, grad_norm)
 
-    def outputs(self, x, rows, cols) -> np.ndarray:
-        """Float64 head outputs (M, O) at the read positions, without gradients."""
+    def outputs(self, x, rows: np.ndarray, cols: np.ndarray) -> np.ndarray:
+        """Float64 head outputs (M, O) at the read positions (numpy int64), no gradients."""
         y, _ = self.variant.forward_train(self.layer, x)
         h = y[rows, cols]
         return np.asarray(h @ self.head["head_weight"].T + self.head["head_bias"], np.float64)
@@ -112,16 +116,19 @@ class TorchStepper:
         if self.device.type == "cuda":
             torch.cuda.reset_peak_memory_stats(self.device)
 
+    def inputs(self, x: np.ndarray):
+        """x (B, T, I) float64 as a tensor of the variant's dtype on its device."""
+        return self.variant.tensor(x)
+
+    def _index(self, array: np.ndarray):
+        return self.torch.from_numpy(np.ascontiguousarray(array, dtype=np.int64)).to(self.device)
+
     def prepare(self, x: np.ndarray, target: np.ndarray, lengths: np.ndarray):
         rows, cols = self.loss.positions(lengths, x.shape[1])
         targets = self.loss.targets(target, rows, cols)
-        as_device = self.torch.from_numpy
-
-        def index(array):
-            return as_device(np.ascontiguousarray(array, dtype=np.int64)).to(self.device)
-
+        index = self._index
         targets_t = self.variant.tensor(targets) if targets.dtype.kind == "f" else index(targets)
-        return self.variant.tensor(x), targets_t, index(rows), index(cols)
+        return self.inputs(x), targets_t, index(rows), index(cols)
 
     def step(self, micro_batches, normalizer: float) -> StepOutcome:
         torch = self.torch
@@ -144,7 +151,9 @@ class TorchStepper:
         skipped = self.scaler.is_enabled() and not np.isfinite(grad_norm)
         return StepOutcome(float(torch.stack(losses).sum()), grad_norm, skipped)
 
-    def outputs(self, x, rows, cols) -> np.ndarray:
+    def outputs(self, x, rows: np.ndarray, cols: np.ndarray) -> np.ndarray:
+        """Float64 head outputs (M, O) at the read positions (numpy int64), no gradients."""
+        rows, cols = self._index(rows), self._index(cols)
         with self.torch.no_grad(), self.variant.autocast():
             out = self.head(self.module(x)[rows, cols])
         return out.detach().to("cpu", self.torch.float64).numpy()

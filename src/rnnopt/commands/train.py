@@ -1,8 +1,9 @@
 """`rnnopt train`: train one variant on a saved dataset and write one record of kind "train".
 
-Every variant starts from the same weights and sees the same batches (rnnopt.train). A
-combination this host or variant does not offer writes a `skipped` record, an error inside
-the variant a `failed` (or `oom`) record, NaN/Inf a `diverged` one: all exit 0.
+Every variant starts from the same weights and sees the same batches of the training split;
+the last sequences of the dataset are held out (rnnopt.train). A combination this host or
+variant does not offer writes a `skipped` record, an error inside the variant a `failed` (or
+`oom`) record, NaN/Inf a `diverged` one: all exit 0.
 """
 
 from __future__ import annotations
@@ -44,7 +45,16 @@ def register(subparsers) -> None:
         "--accumulate", type=int, default=1, help="micro-batches per step (default 1)"
     )
     parser.add_argument(
-        "--eval-sequences", type=int, default=256, help="first sequences for the final metric"
+        "--holdout-fraction",
+        type=float,
+        default=0.2,
+        help="the last sequences of the dataset held out, never trained on (default 0.2)",
+    )
+    parser.add_argument(
+        "--eval-every",
+        type=int,
+        default=50,
+        help="steps between held-out evaluations (also before the first and after the last)",
     )
     parser.add_argument("--threads", type=int, help="torch and BLAS threads (default: as is)")
     parser.add_argument("--seed", type=int, default=0, help="weights and batch order")
@@ -65,7 +75,8 @@ def run(args) -> int:
         clip_norm=args.clip_norm,
         accumulate=args.accumulate,
         seed=args.seed,
-        eval_sequences=args.eval_sequences,
+        holdout_fraction=args.holdout_fraction,
+        eval_every=args.eval_every,
     )
     dataset = data.load(args.data)
     n_sequences, seq_len, input_size = dataset.x.shape
