@@ -11,7 +11,7 @@ from rnnopt import reference
 from rnnopt.errors import UserError
 from tests.conftest import max_rel_error, small_problem
 
-KINDS = ("naive", "inplace", "batched", "fused")
+KINDS = ("naive", "inplace", "batched", "fused", "tape")
 TOLERANCE = {"float64": 1e-10, "float32": 1e-4}
 SHAPES = [  # (batch, seq_len, input_size, hidden_size)
     (3, 5, 4, 6),
@@ -19,7 +19,7 @@ SHAPES = [  # (batch, seq_len, input_size, hidden_size)
     (1, 4, 3, 5),
     (4, 1, 2, 3),
 ]
-TECHNIQUES = {"batching", "preallocation", "hoisted-input-projection"}
+TECHNIQUES = {"batching", "preallocation", "hoisted-input-projection", "autograd"}
 
 
 def assert_matches_reference(variant, cell, shape, seed=0):

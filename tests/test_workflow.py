@@ -75,10 +75,11 @@ def test_config_expands_to_jobs():
     assert {"batch-8", "batch-32", "batch-128", "accum-1x64"} <= set(settings)
     trained = config_check.train_jobs(config["train"])
     assert {(j["variant"], j["task"]) for j in trained if j["setting"] == "base"} == {
-        (f"numpy-rnn-{kind}", "sine") for kind in ("naive", "inplace", "batched", "fused")
+        (f"numpy-rnn-{kind}", "sine") for kind in ("naive", "inplace", "batched", "fused", "tape")
     }
     verified = config_check.verify_jobs(config, cores=8)
-    used = {(j["variant"], j["dtype"], j["device"]) for j in jobs + trained}
+    precision = config_check.precision_jobs(config["precision"])
+    used = {(j["variant"], j["dtype"], j["device"]) for j in jobs + trained + precision}
     assert used | {("torch-lstm-nn", "float32", "cpu")} == {
         (j["variant"], j["dtype"], j["device"]) for j in verified
     }
@@ -89,7 +90,10 @@ def test_every_config_has_every_variant_family():
         overlays = [REPO / "config" / f"{name}.yaml"] if name else []
         config = config_check.load(REPO / "config" / "config.yaml", *overlays)
         kinds = {job["variant"].split("-")[2] for job in config_check.verify_jobs(config)}
-        assert kinds == {"naive", "inplace", "batched", "fused", "cell", "nn", "jit", "compile"}
+        assert kinds == {
+            *("naive", "inplace", "batched", "fused", "tape"),
+            *("cell", "nn", "jit", "compile"),
+        }
     ci = config_check.load(REPO / "config" / "config.yaml", REPO / "config" / "ci.yaml")
     assert {j["variant"] for j in config_check.verify_jobs(ci)} == set(list_variants())
 

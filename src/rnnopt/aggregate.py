@@ -34,6 +34,8 @@ STAGES = (
     "varlen",
 )
 SHAPE_KEYS = ("batch", "seq_len", "input_size", "hidden_size")
+# Cache sizes of one core of the host (env.cpu_caches, bytes): the C13 figure marks them.
+CACHE_COLUMNS = ("l1d_bytes", "l2_bytes", "l3_bytes")
 RECORD_COLUMNS = (
     "run",
     "kind",
@@ -57,10 +59,11 @@ RECORD_COLUMNS = (
     "image",
     "git_commit",
     "explanation",
+    *CACHE_COLUMNS,
 )
 METRIC_COLUMNS = (*RECORD_COLUMNS, "metric", "value", "source")
 SERIES_COLUMNS = (*RECORD_COLUMNS, "series", "step", "value", "source")
-INTEGER_COLUMNS = (*SHAPE_KEYS, "threads", "seed")
+INTEGER_COLUMNS = (*SHAPE_KEYS, "threads", "seed", *CACHE_COLUMNS)
 
 
 def flatten(metrics: dict, prefix: str = "") -> dict[str, float]:
@@ -103,6 +106,7 @@ def describe(record: dict, relative: Path) -> dict:
     shape = record.get("shape") or {}
     gpus = env.get("gpus") or []
     torch_env = env.get("torch") or {}
+    caches = env.get("cpu_caches") or {}
     return {
         "run": relative.parts[0],
         "kind": record["kind"],
@@ -126,6 +130,7 @@ def describe(record: dict, relative: Path) -> dict:
         "image": env.get("image"),
         "git_commit": (env.get("git") or {}).get("commit"),
         "explanation": record.get("explanation"),
+        **{column: caches.get(column.removesuffix("_bytes")) for column in CACHE_COLUMNS},
     }
 
 

@@ -16,6 +16,8 @@ COMMANDS = (
     "memory",
     "peak",
     "timer-check",
+    "churn",
+    "precision",
     "autobatch",
     "varlen",
     "env",

@@ -124,9 +124,10 @@ def _check_semantics(config: dict) -> None:
 
 
 def _variant_lists(config: dict):
-    for stage in ("verify", "profile", "memory"):
+    for stage in ("verify", "profile", "memory", "churn"):
         for index, entry in enumerate(config[stage]):
             yield f"{stage}[{index}].variants", entry["variants"]
+    yield "precision.variants", config["precision"]["variants"]
     for index, entry in enumerate(config["train"]["runs"]):
         yield f"train.runs[{index}].variants", entry["variants"]
 
@@ -246,6 +247,16 @@ def train_jobs(train: dict) -> list[dict]:
     return _unique(jobs)
 
 
+def precision_jobs(precision: dict) -> list[dict]:
+    """One dict per (variant, dtype, device) of the precision stage that the variant supports."""
+    from rnnopt.verify import combinations
+
+    triples = combinations(
+        matching_variants(precision["variants"]), precision["dtypes"], precision["devices"]
+    )
+    return [dict(variant=v, dtype=d, device=dev) for v, d, dev in triples]
+
+
 def profiled_threads(config: dict, cores: int | None = None) -> list[int]:
     """Thread counts that get a GEMM peak and a timer check: those of the profile jobs."""
     return sorted({job["threads"] for job in measure_jobs(config["profile"], cores)})
@@ -264,6 +275,8 @@ def verify_jobs(config: dict, cores: int | None = None) -> list[dict]:
         train_jobs(config["train"])
         + measure_jobs(config["profile"], cores)
         + measure_jobs(config["memory"], cores)
+        + measure_jobs(config["churn"], cores)
+        + precision_jobs(config["precision"])
     )
     if profiled_threads(config, cores):
         check = config["timer_check"]

@@ -65,6 +65,14 @@ def nvidia_gpus() -> list[dict]:
     return gpus
 
 
+@functools.cache
+def cpu_caches() -> dict:
+    """L1d / L2 / L3 bytes of one core (rnnopt.cachesizes): the C13 figure marks them."""
+    from rnnopt.cachesizes import cache_sizes
+
+    return cache_sizes()
+
+
 def slug(text: str) -> str:
     return re.sub(r"[^a-z0-9]+", "-", text.lower()).strip("-")
 
@@ -126,6 +134,7 @@ def fingerprint(include_torch: bool = True) -> dict:
         "hostname": socket.gethostname(),
         "image": os.environ.get("RNNOPT_IMAGE"),
         "gpus": nvidia_gpus(),
+        "cpu_caches": cpu_caches(),
     }
     if include_torch:
         env["torch"] = torch_info()

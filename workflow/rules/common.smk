@@ -59,6 +59,10 @@ TRAIN_SETTINGS = config_check.train_settings(config["train"])
 PROFILE_JOBS = config_check.measure_jobs(config["profile"])
 MEMORY_JOBS = config_check.measure_jobs(config["memory"])
 PROFILED_THREADS = [{"threads": n} for n in config_check.profiled_threads(config)]
+CHURN_JOBS = [
+    job | {"gc": gc} for job in config_check.measure_jobs(config["churn"]) for gc in ("on", "off")
+]
+PRECISION_JOBS = config_check.precision_jobs(config["precision"])
 AUTOBATCH_JOBS = [{k: config["autobatch"][k] for k in ("variant", "dtype", "device")}]
 VARLEN_JOBS = [
     {"variant": variant, "dtype": config["varlen"]["dtype"], "device": config["varlen"]["device"]}
@@ -136,6 +140,8 @@ def run_records(wildcards) -> list[str]:
         + records_of(rules.timer_check, PROFILED_THREADS)
         + records_of(rules.profile, PROFILE_JOBS)
         + records_of(rules.memory, MEMORY_JOBS)
+        + records_of(rules.churn, CHURN_JOBS)
+        + records_of(rules.precision, PRECISION_JOBS)
         + records_of(rules.autobatch, AUTOBATCH_JOBS)
         + records_of(rules.varlen, VARLEN_JOBS)
     )
