@@ -85,6 +85,21 @@ def test_config_expands_to_jobs():
     }
 
 
+def test_a_later_train_entry_sets_the_steps_of_its_runs():
+    entries = [
+        {"variants": ["numpy-rnn-*"], "tasks": ["sine"]},
+        {"variants": ["*-naive"], "tasks": ["sine"], "steps": 7},
+    ]
+    config = config_check.check({"train": {"runs": entries}})
+    trained = config_check.train_jobs(config["train"])
+    base = {j["variant"]: j["steps"] for j in trained if j["setting"] == "base"}
+    assert base["numpy-rnn-naive"] == base["numpy-lstm-naive"] == 7
+    others = {steps for variant, steps in base.items() if not variant.endswith("-naive")}
+    assert others == {config["train"]["steps"]} and "numpy-rnn-fused" in base
+    assert {j["steps"] for j in trained if j["setting"] != "base"} == {config["train"]["steps"]}
+    assert len(trained) == len({config_check.train_job_key(j) for j in trained})
+
+
 def test_every_config_has_every_variant_family():
     for name in ("ci", "full", "gpu", None):
         overlays = [REPO / "config" / f"{name}.yaml"] if name else []
@@ -156,8 +171,8 @@ def test_bad_overlay_names_the_key(workdir):
     errors = [line for line in done.stderr.splitlines() if "bad config" in line]
     assert errors == [
         "rnnopt: bad config: unknown key 'stepz' under train; allowed: "
-        "batch, clip_norm, experiments, hidden_size, lr, optimizer, runs, steps, "
-        "threads"
+        "batch, clip_norm, eval_every, experiments, hidden_size, holdout_fraction, lr, "
+        "optimizer, runs, steps, threads"
     ]
 
 

@@ -202,6 +202,24 @@ def measure_jobs(entries: list[dict], cores: int | None = None) -> list[dict]:
     return _unique(jobs)
 
 
+def profile_jobs(entries: list[dict], cores: int | None = None) -> list[dict]:
+    """One dict per (variant, dtype, device, shape, threads): a profile job times all three
+    phases in one process."""
+    entries = [entry | {"phases": ["step"]} for entry in entries]
+    return [
+        {k: v for k, v in job.items() if k != "phase"} for job in measure_jobs(entries, cores)
+    ]
+
+
+def timer_check_jobs(config: dict, cores: int | None = None) -> list[dict]:
+    """One dict per (profiled thread count, timer_check shape)."""
+    return [
+        {"threads": threads, **shape}
+        for threads in profiled_threads(config, cores)
+        for shape in config["timer_check"]["shapes"]
+    ]
+
+
 def train_settings(train: dict) -> dict[str, dict]:
     """Setting label -> train flags. Labels name the directory of the records (and the rows).
 
@@ -213,11 +231,13 @@ def train_settings(train: dict) -> dict[str, dict]:
         "optimizer": train["optimizer"],
         "lr": train["lr"],
         "clip_norm": train["clip_norm"],
+        "momentum": 0.0,
         "accumulate": 1,
     }
     experiments = train["experiments"]
     clipping = experiments["clipping"]
-    unclipped = base | {"optimizer": clipping["optimizer"], "lr": clipping["lr"], "clip_norm": None}
+    unclipped = base | {key: clipping[key] for key in ("optimizer", "lr", "momentum")}
+    unclipped["clip_norm"] = None
     accumulation = experiments["accumulation"]
     k = accumulation["micro_batches"]
     micro = accumulation["batch"] // k
@@ -232,19 +252,34 @@ def train_settings(train: dict) -> dict[str, dict]:
     return settings
 
 
+TRAIN_JOB_KEYS = ("task", "setting", "variant", "dtype", "device")
+
+
 def train_jobs(train: dict) -> list[dict]:
-    """One dict per (task, setting, variant, dtype, device) training run."""
-    jobs = [
-        dict(task=task, setting="base", variant=variant, dtype=dtype, device=device)
-        for entry in train["runs"]
+    """One dict per (task, setting, variant, dtype, device) training run, with its `steps`.
+
+    A run entry's `steps` (default train.steps) applies to its jobs; a job that several entries
+    list takes the steps of the last one. Experiments run train.steps.
+    """
+    jobs: dict[tuple, dict] = {}
+    for entry in train["runs"]:
         for variant, task, dtype, device in itertools.product(
             matching_variants(entry["variants"]), entry["tasks"], entry["dtypes"], entry["devices"]
-        )
-    ]
+        ):
+            job = dict(task=task, setting="base", variant=variant, dtype=dtype, device=device)
+            jobs[train_job_key(job)] = job | {"steps": entry.get("steps") or train["steps"]}
     experiments = train["experiments"]
     fixed = {k: experiments[k] for k in ("task", "variant", "dtype", "device")}
-    jobs += [fixed | {"setting": s} for s in train_settings(train) if s != "base"]
-    return _unique(jobs)
+    for setting in train_settings(train):
+        job = fixed | {"setting": setting, "steps": train["steps"]}
+        if setting != "base" and train_job_key(job) not in jobs:
+            jobs[train_job_key(job)] = job
+    return list(jobs.values())
+
+
+def train_job_key(job) -> tuple:
+    """(task, setting, variant, dtype, device) of a training job or of a rule's wildcards."""
+    return tuple(job[key] for key in TRAIN_JOB_KEYS)
 
 
 def precision_jobs(precision: dict) -> list[dict]:
@@ -259,7 +294,7 @@ def precision_jobs(precision: dict) -> list[dict]:
 
 def profiled_threads(config: dict, cores: int | None = None) -> list[int]:
     """Thread counts that get a GEMM peak and a timer check: those of the profile jobs."""
-    return sorted({job["threads"] for job in measure_jobs(config["profile"], cores)})
+    return sorted({job["threads"] for job in profile_jobs(config["profile"], cores)})
 
 
 def verify_jobs(config: dict, cores: int | None = None) -> list[dict]:
@@ -273,7 +308,7 @@ def verify_jobs(config: dict, cores: int | None = None) -> list[dict]:
     ]
     used = (
         train_jobs(config["train"])
-        + measure_jobs(config["profile"], cores)
+        + profile_jobs(config["profile"], cores)
         + measure_jobs(config["memory"], cores)
         + measure_jobs(config["churn"], cores)
         + precision_jobs(config["precision"])

@@ -56,13 +56,15 @@ REPORT_SOURCE = source_hash(PACKAGE)
 VERIFY_JOBS = config_check.verify_jobs(config)
 TRAIN_JOBS = config_check.train_jobs(config["train"])
 TRAIN_SETTINGS = config_check.train_settings(config["train"])
-PROFILE_JOBS = config_check.measure_jobs(config["profile"])
+TRAIN_STEPS = {config_check.train_job_key(job): job["steps"] for job in TRAIN_JOBS}
+PROFILE_JOBS = config_check.profile_jobs(config["profile"])
 MEMORY_JOBS = config_check.measure_jobs(config["memory"])
 PROFILED_THREADS = [{"threads": n} for n in config_check.profiled_threads(config)]
 CHURN_JOBS = [
     job | {"gc": gc} for job in config_check.measure_jobs(config["churn"]) for gc in ("on", "off")
 ]
 PRECISION_JOBS = config_check.precision_jobs(config["precision"])
+TIMER_CHECK_JOBS = config_check.timer_check_jobs(config)
 AUTOBATCH_JOBS = [{k: config["autobatch"][k] for k in ("variant", "dtype", "device")}]
 VARLEN_JOBS = [
     {"variant": variant, "dtype": config["varlen"]["dtype"], "device": config["varlen"]["device"]}
@@ -92,25 +94,41 @@ def all_cores(wildcards) -> int:
     return workflow.cores if config["timing_alone"] else 1
 
 
-def inductor_cache(wildcards) -> str:
-    """torch.compile's kernel cache inside the run: reruns reuse compiled kernels."""
-    return f"results/{wildcards.run}/cache/torchinductor"
+def compile_caches(wildcards) -> str:
+    """Kernel caches of torch.compile and numba inside the run, as the environment of the
+    job's command: reruns reuse compiled kernels instead of paying compilation again."""
+    cache = f"results/{wildcards.run}/cache"
+    return f"TORCHINDUCTOR_CACHE_DIR={cache}/torchinductor NUMBA_CACHE_DIR={cache}/numba"
+
+
+def timing_flags(wildcards) -> str:
+    """The timing protocol's budget of every profile job, from config["timing"]."""
+    timing = config["timing"]
+    return (
+        f"--min-time-s {timing['min_time_s']} --min-calls {timing['min_calls']} "
+        f"--max-warmup-calls {timing['max_warmup_calls']}"
+    )
 
 
 def train_flags(wildcards) -> str:
     """The flags of one training setting (base, clip-on, accum-4x16, batch-128, ...)."""
     train = config["train"]
     setting = TRAIN_SETTINGS[wildcards.setting]
+    steps = TRAIN_STEPS.get(config_check.train_job_key(wildcards), train["steps"])
     flags = [
-        f"--steps {train['steps']}",
+        f"--steps {steps}",
         f"--hidden-size {train['hidden_size']}",
         f"--threads {train['threads']}",
         f"--seed {config['seed']}",
+        f"--holdout-fraction {train['holdout_fraction']}",
+        f"--eval-every {train['eval_every']}",
         f"--batch {setting['batch']}",
         f"--accumulate {setting['accumulate']}",
         f"--optimizer {setting['optimizer']}",
         f"--lr {setting['lr']}",
     ]
+    if setting["momentum"]:
+        flags.append(f"--momentum {setting['momentum']}")
     if setting["clip_norm"] is not None:
         flags.append(f"--clip-norm {setting['clip_norm']}")
     return " ".join(flags)
@@ -118,17 +136,12 @@ def train_flags(wildcards) -> str:
 
 def timer_check_flags(wildcards) -> str:
     check = config["timer_check"]
-    shape = check["shape"]
-    return (
-        f"--variant {check['variant']} --dtype {check['dtype']} --phase {check['phase']} "
-        f"--batch {shape['batch']} --seq-len {shape['seq_len']} "
-        f"--input-size {shape['input_size']} --hidden-size {shape['hidden_size']}"
-    )
+    return f"--variant {check['variant']} --dtype {check['dtype']} --phase {check['phase']}"
 
 
 def records_of(rule, jobs: list[dict]) -> list[str]:
-    """The record paths of `rule` for this run's jobs."""
-    return [rule.output.record.format(run=RUN, **job) for job in jobs]
+    """The record paths of `rule` for this run's jobs (every output of a job is a record)."""
+    return [path.format(run=RUN, **job) for job in jobs for path in rule.output]
 
 
 def run_records(wildcards) -> list[str]:
@@ -137,7 +150,7 @@ def run_records(wildcards) -> list[str]:
         records_of(rules.verify, VERIFY_JOBS)
         + records_of(rules.train, TRAIN_JOBS)
         + records_of(rules.peak, PROFILED_THREADS)
-        + records_of(rules.timer_check, PROFILED_THREADS)
+        + records_of(rules.timer_check, TIMER_CHECK_JOBS)
         + records_of(rules.profile, PROFILE_JOBS)
         + records_of(rules.memory, MEMORY_JOBS)
         + records_of(rules.churn, CHURN_JOBS)

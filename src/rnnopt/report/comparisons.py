@@ -167,7 +167,7 @@ COMPARISONS: tuple[Comparison, ...] = (
         Side(setting="accum-*"),
         Side(setting="accum-1x*"),
         method="accumulation",
-        criteria=("memory", "same_loss"),
+        criteria=("learned", "memory", "same_loss"),
         about="K micro-batches vs one batch of the same size; speedup: step time of one / of K",
     ),
     Comparison(
@@ -176,7 +176,7 @@ COMPARISONS: tuple[Comparison, ...] = (
         Side(setting="batch-*"),
         Side(setting="batch-*"),
         method="batch_size",
-        criteria=("throughput",),
+        criteria=("learned", "throughput"),
         about="tokens/s of the best batch size vs the smallest",
     ),
 )

@@ -23,6 +23,7 @@ from rnnopt.aggregate import SHAPE_KEYS  # noqa: E402
 from rnnopt.report import wide  # noqa: E402
 from rnnopt.report.comparisons import Side  # noqa: E402
 from rnnopt.report.measure import pair_intervals  # noqa: E402
+from rnnopt.report.verdicts import LEARNED_RATIO  # noqa: E402
 
 BASELINE = Side("numpy-*-naive", "float64")
 DPI = 110
@@ -212,31 +213,55 @@ def memory_vs_batch(f: Frames):
 
 
 def loss_curves(f: Frames):
+    """Training loss per step (left) and held-out loss at the evaluation points (right) of the
+    base runs on the task most variants trained, with the held-out predict-the-mean baseline
+    and the `learned` threshold of the verdicts."""
     train = f.train[f.train["setting"] == "base"]
     if train.empty:
         raise NoData("no ok training records (setting base)")
     task = train.groupby("task")["label"].nunique().idxmax()
     train = train[train["task"] == task]
-    curves = f.series[(f.series["series"] == "loss") & f.series["source"].isin(train["source"])]
+    series = f.series[f.series["source"].isin(train["source"])]
+    curves = series[series["series"] == "loss"].merge(train[["source", "label"]], on="source")
     if curves.empty:
         raise NoData(f"no loss series in the training records of task {task}")
-    curves = curves.merge(train[["source", "label"]], on="source")
-    fig, ax = plt.subplots(figsize=(9, 5.5))
-    sns.lineplot(data=curves, x="step", y="value", hue="label", style="run", ax=ax, linewidth=1)
-    if "baseline_loss" in train and train["baseline_loss"].notna().any():
-        ax.axhline(
-            train["baseline_loss"].dropna().iloc[0],
-            color="black",
-            linestyle=":",
-            label="predict-the-mean baseline",
+    heldout = _heldout_curves(series).merge(train[["source", "label"]], on="source")
+    fig, (left, right) = plt.subplots(1, 2, figsize=(13, 5.5), sharey=True)
+    style = "run" if train["run"].nunique() > 1 else None
+    sns.lineplot(data=curves, x="step", y="value", hue="label", style=style, ax=left, lw=0.8)
+    if not heldout.empty:
+        sns.lineplot(
+            data=heldout, x="step", y="value", hue="label", style=style, ax=right, marker="o"
         )
-    if (curves["value"] > 0).all():
-        ax.set_yscale("log")
-    ax.set_xlabel("optimiser step")
-    ax.set_ylabel("training loss (log scale)")
-    ax.set_title(f"Training loss of every variant on task {task!r}, same initial weights")
-    ax.legend(fontsize=7, ncol=2)
+    baseline = train["heldout_baseline_loss"].dropna()
+    for ax in (left, right):
+        if len(baseline):
+            ax.axhline(baseline.median(), color="black", ls=":", label="predict-the-mean")
+            ax.axhline(
+                LEARNED_RATIO * baseline.median(),
+                color="grey",
+                ls="--",
+                label=f"learned: {LEARNED_RATIO:.0%} of predict-the-mean",
+            )
+        if (curves["value"] > 0).all() and (heldout.empty or (heldout["value"] > 0).all()):
+            ax.set_yscale("log")
+        ax.set_xlabel("optimiser step")
+    left.set_ylabel("loss (log scale)")
+    left.set_title("training loss of each step's batch")
+    right.set_title("held-out loss (split never trained on)")
+    left.get_legend().remove()
+    right.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1))
+    fig.suptitle(f"Every variant on task {task!r}: same initial weights, same batches")
     return fig
+
+
+def _heldout_curves(series: pd.DataFrame) -> pd.DataFrame:
+    """source, step (optimiser steps done), value (held-out loss) from the paired series."""
+    keys = ["source", "step"]
+    at = series[series["series"] == "eval_step"][[*keys, "value"]].rename(columns={"value": "at"})
+    loss = series[series["series"] == "heldout_loss"][[*keys, "value"]]
+    paired = loss.merge(at, on=keys)
+    return paired.drop(columns="step").rename(columns={"at": "step"})
 
 
 def memory_timeline(f: Frames):
@@ -272,6 +297,17 @@ def memory_timeline(f: Frames):
     return fig
 
 
+def ceilings(peaks: pd.DataFrame) -> dict[str, tuple[float, str]]:
+    """dtype -> (best GFLOP/s of any CPU library, that library) in peak records' columns."""
+    best: dict[str, tuple[float, str]] = {}
+    for column in [c for c in peaks.columns if c.startswith("gemm_gflops.")]:
+        _, library, dtype = column.split(".")
+        value = peaks[column].dropna()
+        if library != "cuda" and len(value) and value.iloc[0] > best.get(dtype, (0.0, ""))[0]:
+            best[dtype] = (float(value.iloc[0]), library)
+    return best
+
+
 def roofline(f: Frames):
     profile = f.profile.dropna(subset=["gflops", "flops"])
     profile = profile[profile["threads"] == profile["threads"].min()] if len(profile) else profile
@@ -284,25 +320,23 @@ def roofline(f: Frames):
         sns.scatterplot(data=d, x="flops", y="gflops", hue="label", style="phase", ax=ax, s=40)
         threads = int(d["threads"].iloc[0])
         peaks = f.peak[(f.peak["run"] == run) & (f.peak["threads"] == threads)]
-        for column in [c for c in peaks.columns if c.startswith("gemm_gflops.")]:
-            value = peaks[column].dropna()
-            if len(value):
-                ax.axhline(value.iloc[0], linestyle="--", linewidth=1, color="grey")
-                ax.annotate(
-                    f"{column.removeprefix('gemm_gflops.')} GEMM peak",
-                    (1, value.iloc[0]),
-                    xycoords=("axes fraction", "data"),
-                    ha="right",
-                    va="bottom",
-                    fontsize=7,
-                )
+        for dtype, (value, library) in ceilings(peaks).items():
+            ax.axhline(value, linestyle="--", linewidth=1, color="grey")
+            ax.annotate(
+                f"{dtype} ceiling ({library})",
+                (1, value),
+                xycoords=("axes fraction", "data"),
+                ha="right",
+                va="bottom",
+                fontsize=7,
+            )
         ax.set_xscale("log")
         ax.set_yscale("log")
         ax.set_xlabel("FLOPs per call (analytic, log scale)")
         ax.set_ylabel("achieved GFLOP/s (log scale)")
         ax.set_title(f"{run}: {threads} thread{'s' if threads > 1 else ''}")
         ax.legend(fontsize=6, ncol=2)
-    fig.suptitle("Achieved GFLOP/s vs the measured GEMM peak (dashed)")
+    fig.suptitle("Achieved GFLOP/s vs the host's GEMM ceiling per dtype (dashed: best library)")
     return fig
 
 

@@ -18,7 +18,7 @@ import pandas as pd
 
 from rnnopt.aggregate import SHAPE_KEYS
 from rnnopt.report.comparisons import Comparison, Side
-from rnnopt.report.wide import label, preferred
+from rnnopt.report.wide import label, preferred, shape_label
 
 MATCH_KEYS = ("cell", "task", "phase", *SHAPE_KEYS, "threads")
 PEAK_METRIC = "peak_mib"
@@ -46,12 +46,16 @@ class Outcome:
     memory_ratio: float | None = None
     allocations: tuple[float, float] | None = None  # (candidate, baseline) per step
     gc_share: tuple[float, float] | None = None  # (candidate, baseline) fraction of time
-    loss_change: float | None = None  # relative change of the final loss
+    loss_change: float | None = None  # relative change of the final (held-out) loss
+    heldout_ratios: dict[str, float] = field(default_factory=dict)  # run -> held-out / baseline
     loss_text: str | None = None
     stability: tuple[bool, str] | None = None
     throughput_ratio: float | None = None
     speed_text: str | None = None
     notes: list[str] = field(default_factory=list)
+    # "pair" comparisons measured at several shapes: one Outcome per shape label (speed,
+    # memory, allocations, GC of that shape; the loss is the row's), judged one by one.
+    by_shape: dict[str, Outcome] = field(default_factory=dict)
     missing: list[str] = field(default_factory=list)  # why something is not measured
     unverified: list[str] = field(default_factory=list)  # variants that failed verification
 
@@ -70,9 +74,11 @@ def _ok(frame: pd.DataFrame) -> pd.DataFrame:
     return frame[frame["status"] == "ok"]
 
 
-def pairs(frame: pd.DataFrame, candidate: Side, baseline: Side) -> pd.DataFrame:
+def pairs(
+    frame: pd.DataFrame, candidate: Side, baseline: Side, extra_keys: tuple[str, ...] = ()
+) -> pd.DataFrame:
     """Candidate and baseline records side by side (suffixes _c, _b) at equal match keys."""
-    keys = list(MATCH_KEYS)
+    keys = [*MATCH_KEYS, *(k for k in extra_keys if k in frame)]
     for name in ("variant", "dtype", "device", "setting"):
         if getattr(candidate, name) == getattr(baseline, name):
             keys.append(name)
@@ -157,11 +163,56 @@ def _unverified(data: RunData, matched: pd.DataFrame, run: str) -> list[str]:
     return sorted(names)
 
 
+def _measured(comparison: Comparison, timed: pd.DataFrame, held: pd.DataFrame) -> Outcome:
+    """Speed, GC share, memory ratio and allocations of matched profile / memory pairs."""
+    outcome = Outcome(speedup=speedup(timed), memory_ratio=ratio(held, PEAK_METRIC))
+    if "gc" in comparison.criteria and not timed.empty:
+        shares = [
+            (_col(timed, f"gc.pause_ms{s}") / _col(timed, f"time_ms.n{s}"))
+            / timed[f"time_ms.median{s}"]
+            for s in ("_c", "_b")
+        ]
+        if all(share.notna().any() for share in shares):
+            outcome.gc_share = (float(shares[0].mean()), float(shares[1].mean()))
+    if "allocations" in comparison.criteria and not held.empty and f"{ALLOC_METRIC}_c" in held:
+        outcome.allocations = (
+            float(held[f"{ALLOC_METRIC}_c"].mean()),
+            float(held[f"{ALLOC_METRIC}_b"].mean()),
+        )
+    return outcome
+
+
+def _shapes(*frames: pd.DataFrame) -> list[tuple]:
+    """The shapes present in any frame, smallest first."""
+    found = {
+        tuple(int(v) for v in row)
+        for f in frames
+        if not f.empty
+        for row in f[list(SHAPE_KEYS)].to_numpy()
+    }
+    return sorted(found, key=lambda shape: (math.prod(shape), shape))
+
+
+def _at(frame: pd.DataFrame, shape: tuple) -> pd.DataFrame:
+    if frame.empty:
+        return frame
+    return frame[(frame[list(SHAPE_KEYS)].astype(int) == list(shape)).all(axis=1)]
+
+
 def measure_pair(comparison: Comparison, data: RunData, run: str) -> Outcome:
-    outcome = Outcome()
     cand, base = comparison.candidate, comparison.baseline
     timed = preferred(pairs(data.profile, cand, base))
-    outcome.speedup = speedup(timed)
+    # Memory ratios divide figures of one instrument: both sides' peak_source must agree.
+    held = preferred(pairs(data.memory, cand, base, extra_keys=("peak_source",)))
+    outcome = _measured(comparison, timed, held)
+    shapes = _shapes(timed, held)
+    if len(shapes) > 1:
+        outcome.by_shape = {
+            shape_label(dict(zip(SHAPE_KEYS, shape, strict=True))): _measured(
+                comparison, _at(timed, shape), _at(held, shape)
+            )
+            for shape in shapes
+        }
     if outcome.speedup is None:
         reasons = [missing_reason(data.profile, side, "profile") for side in (cand, base)]
         outcome.missing += list(dict.fromkeys(r for r in reasons if r)) or [
@@ -172,31 +223,29 @@ def measure_pair(comparison: Comparison, data: RunData, run: str) -> Outcome:
         compile_s = _col(timed, "compile_s_c").dropna()
         if len(compile_s):
             outcome.notes.append(f"compile {compile_s.median():.0f} s")
-    if "gc" in comparison.criteria and not timed.empty:
-        shares = [
-            (_col(timed, f"gc.pause_ms{s}") / _col(timed, f"time_ms.n{s}"))
-            / timed[f"time_ms.median{s}"]
-            for s in ("_c", "_b")
-        ]
-        if all(share.notna().any() for share in shares):
-            outcome.gc_share = (float(shares[0].mean()), float(shares[1].mean()))
-    held = preferred(pairs(data.memory, cand, base))
-    outcome.memory_ratio = ratio(held, PEAK_METRIC)
-    if "allocations" in comparison.criteria and not held.empty and f"{ALLOC_METRIC}_c" in held:
-        outcome.allocations = (
-            float(held[f"{ALLOC_METRIC}_c"].mean()),
-            float(held[f"{ALLOC_METRIC}_b"].mean()),
-        )
     trained = pairs(data.train[data.train["setting"] == "base"], cand, base)
-    if not trained.empty and "final_loss_c" in trained:
-        outcome.loss_change = relative_change(trained["final_loss_c"], trained["final_loss_b"])
+    if not trained.empty and "heldout_loss_c" in trained:
+        same_steps = trained[trained["steps_completed_c"] == trained["steps_completed_b"]]
+        outcome.loss_change = relative_change(
+            same_steps["heldout_loss_c"], same_steps["heldout_loss_b"]
+        )
     return outcome
 
 
 def _loss(row) -> str:
+    """'0.0123 (6% of baseline)': the final held-out loss, or the status of a failed run."""
     if row["status"] != "ok":
         return row["status"]
-    return f"{row['final_loss']:.3g}" if pd.notna(row.get("final_loss")) else "?"
+    if pd.isna(row.get("heldout_loss")):
+        return "?"
+    return f"{row['heldout_loss']:.3g} ({row['heldout_loss_ratio']:.0%} of baseline)"
+
+
+def _learning(outcome: Outcome, rows) -> None:
+    """Held-out loss / baseline of each compared run, for the `learned` criterion."""
+    for row in rows:
+        ratio = row.get("heldout_loss_ratio")
+        outcome.heldout_ratios[str(row["setting"])] = float(ratio) if pd.notna(ratio) else math.nan
 
 
 def _experiment(data: RunData, pattern: str) -> pd.DataFrame:
@@ -234,10 +283,12 @@ def measure_clipping(comparison: Comparison, data: RunData, run: str) -> Outcome
         outcome.stability = (False, f"clip-on also {on['status']}: {on['reason']}")
     elif on.get("clip_fraction", 1.0) == 0:
         outcome.stability = (False, "the clipping threshold was never reached")
+    elif not on.get("heldout_loss_ratio", math.nan) < 1:
+        outcome.stability = (False, "clip-on did not beat the predict-the-mean baseline")
     elif off["status"] == "diverged":
-        outcome.stability = (True, "clip-off diverged, clip-on trained")
-    elif on["final_loss"] < 0.9 * off["final_loss"]:
-        outcome.stability = (True, "clip-on reached a lower loss")
+        outcome.stability = (True, "clip-off diverged, clip-on learned (below the baseline)")
+    elif on["heldout_loss"] < 0.9 * off["heldout_loss"]:
+        outcome.stability = (True, "clip-on reached a lower held-out loss")
     else:
         outcome.stability = (False, "clip-off trained as well (raise the learning rate)")
     return outcome
@@ -259,8 +310,10 @@ def measure_accumulation(comparison: Comparison, data: RunData, run: str) -> Out
     cost = one["time_per_step_ms"] / many["time_per_step_ms"]
     outcome.speedup = Interval(cost, cost, cost)
     outcome.loss_change = relative_change(
-        pd.Series([many["final_loss"]]), pd.Series([one["final_loss"]])
+        pd.Series([many["heldout_loss"]]), pd.Series([one["heldout_loss"]])
     )
+    outcome.loss_text = f"{_loss(one)} -> {_loss(many)}"
+    _learning(outcome, (one, many))
     outcome.memory_ratio = _memory_at(data, many, (micro, total))
     if outcome.memory_ratio is None:
         outcome.missing.append(
@@ -283,8 +336,10 @@ def measure_batch_size(comparison: Comparison, data: RunData, run: str) -> Outco
     outcome.speedup = Interval(gain, gain, gain)
     outcome.speed_text = f"B={best['batch']}: {gain:.2f}x tokens/s of B={smallest['batch']}"
     outcome.loss_change = relative_change(
-        pd.Series([best["final_loss"]]), pd.Series([smallest["final_loss"]])
+        pd.Series([best["heldout_loss"]]), pd.Series([smallest["heldout_loss"]])
     )
+    outcome.loss_text = f"{_loss(smallest)} -> {_loss(best)}"
+    _learning(outcome, (smallest, best))
     outcome.memory_ratio = _memory_at(data, best, (int(best["batch"]), int(smallest["batch"])))
     return outcome
 

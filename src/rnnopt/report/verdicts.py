@@ -3,12 +3,15 @@
 A criterion returns (True, detail), (False, detail) or (None, why) when it has nothing to judge.
 The verdict: "not measured here: <why>" when nothing could be judged or a compared variant
 failed verification; "supported" when every judged criterion holds; otherwise
-"not supported: <what failed>". Thresholds are the constants below.
+"not supported: <what failed>". A row measured at several shapes (small, fastrnns, sweeps)
+is judged at each shape alone, and the verdict says where the claim holds: a claim whose
+outcome depends on the shape is a finding. Thresholds are the constants below.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import replace
 
 from rnnopt.report.comparisons import Comparison
 from rnnopt.report.measure import Outcome
@@ -17,6 +20,9 @@ MEMORY_LOWER = 0.95  # candidate peak / baseline peak below this: memory is lowe
 GC_SHARE_MATTERS = 0.01  # GC pauses above 1% of the baseline's time: GC costs CPU time
 SAME_LOSS = 0.05  # |relative change of final loss| within 5%: same effect
 THROUGHPUT_GAIN = 1.10  # best batch >= 1.1x the tokens/s of the smallest: batch size matters
+# A run learned when its final held-out loss is at most 30% of the predict-the-mean baseline of
+# the held-out split (issue 8): well below what any constant prediction reaches.
+LEARNED_RATIO = 0.30
 
 Check = tuple[bool | None, str]
 
@@ -78,6 +84,21 @@ def throughput(o: Outcome) -> Check:
     return False, f"throughput flat over batch sizes ({o.throughput_ratio:.2f}x)"
 
 
+def learned(o: Outcome) -> Check:
+    """Every compared training run learned: held-out loss <= LEARNED_RATIO x its baseline."""
+    if not o.heldout_ratios:
+        return None, "held-out loss not measured"
+    ratios = o.heldout_ratios.items()
+    failed = [f"{name} {ratio:.0%}" for name, ratio in ratios if not ratio <= LEARNED_RATIO]
+    if failed:
+        return False, (
+            f"did not learn: {', '.join(failed)} of the predict-the-mean held-out loss "
+            f"(learned: <= {LEARNED_RATIO:.0%})"
+        )
+    shown = ", ".join(f"{name} {ratio:.0%}" for name, ratio in ratios)
+    return True, f"all learned (held-out loss {shown} of the predict-the-mean baseline)"
+
+
 CRITERIA: dict[str, Callable[[Outcome], Check]] = {
     "speed": speed,
     "memory": memory,
@@ -86,12 +107,12 @@ CRITERIA: dict[str, Callable[[Outcome], Check]] = {
     "stability": stability,
     "same_loss": same_loss,
     "throughput": throughput,
+    "learned": learned,
 }
 
 
-def verdict(comparison: Comparison, outcome: Outcome) -> str:
-    if outcome.unverified:
-        return "not measured here: failed verification: " + ", ".join(outcome.unverified)
+def single_verdict(comparison: Comparison, outcome: Outcome) -> str:
+    """The verdict on one outcome (one shape, or a row measured at one shape only)."""
     checks = [CRITERIA[name](outcome) for name in comparison.criteria]
     judged = [(passed, detail) for passed, detail in checks if passed is not None]
     if not judged:
@@ -102,3 +123,48 @@ def verdict(comparison: Comparison, outcome: Outcome) -> str:
         return "not supported: " + "; ".join(failed)
     unjudged = [detail for passed, detail in checks if passed is None]
     return "supported" + (f" ({'; '.join(unjudged)})" if unjudged else "")
+
+
+def _per_shape(outcome: Outcome, shaped: Outcome) -> Outcome:
+    """One shape's measurements with the row's other figures (loss, learning, missing)."""
+    return replace(
+        outcome,
+        speedup=shaped.speedup,
+        memory_ratio=shaped.memory_ratio,
+        allocations=shaped.allocations,
+        gc_share=shaped.gc_share,
+        by_shape={},
+    )
+
+
+def _detail(text: str) -> str:
+    return text.split(": ", 1)[1] if ": " in text else text
+
+
+def verdict(comparison: Comparison, outcome: Outcome) -> str:
+    """The row's verdict; a row measured at several shapes is judged per shape, and says where
+    the claim holds: "supported at every shape ...", "not supported at any shape ...", or
+    "depends on the shape: holds at fastrnns (...); not at small (...)" (a finding)."""
+    if outcome.unverified:
+        return "not measured here: failed verification: " + ", ".join(outcome.unverified)
+    if not outcome.by_shape:
+        return single_verdict(comparison, outcome)
+    verdicts = {
+        shape: single_verdict(comparison, _per_shape(outcome, shaped))
+        for shape, shaped in outcome.by_shape.items()
+    }
+    judged = {s: v for s, v in verdicts.items() if not v.startswith("not measured")}
+    if not judged:
+        return single_verdict(comparison, outcome)
+    holds = {s: v for s, v in judged.items() if v.startswith("supported")}
+    fails = {s: v for s, v in judged.items() if s not in holds}
+    speed = {s: str(o.speedup) for s, o in outcome.by_shape.items() if o.speedup is not None}
+    if not fails:
+        shown = "; ".join(f"{s} {speed.get(s, _detail(v))}" for s, v in holds.items())
+        return f"supported at every shape measured ({shown})"
+    if not holds:
+        shown = "; ".join(f"{s}: {_detail(v)}" for s, v in fails.items())
+        return f"not supported at any shape ({shown})"
+    held = "; ".join(f"{s} ({speed.get(s, _detail(v))})" for s, v in holds.items())
+    failed = "; ".join(f"{s} ({_detail(v)})" for s, v in fails.items())
+    return f"depends on the shape: holds at {held}; not at {failed}"

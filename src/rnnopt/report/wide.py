@@ -19,8 +19,17 @@ USED_METRICS = (
     "compile_s",
     "noisy",
     "peak_mib",
+    "kept_mib",
+    "minimum_mib",
+    "peak_over_minimum",
+    "heap.library_buffers_mib",
+    "tracemalloc.numpy_blocks_per_step",
     "final_loss",
     "baseline_loss",
+    "heldout_loss",
+    "heldout_baseline_loss",
+    "heldout_loss_ratio",
+    "steps_completed",
     "time_per_step_ms",
     "clip_fraction",
     "passed",
@@ -65,6 +74,16 @@ def shape_text(row) -> str:
     return "B{batch} T{seq_len} I{input_size} H{hidden_size}".format(
         **{key: row[key] for key in SHAPE_KEYS}
     )
+
+
+# The anchor shapes of the default config, by name: (batch, seq_len, input_size, hidden_size).
+NAMED_SHAPES = {(16, 20, 32, 64): "small", (64, 100, 512, 512): "fastrnns"}
+
+
+def shape_label(row) -> str:
+    """'small', 'fastrnns' or 'B4 T20 I32 H64': how verdicts name a shape."""
+    key = tuple(int(row[k]) for k in SHAPE_KEYS)
+    return NAMED_SHAPES.get(key) or shape_text(row)
 
 
 def preferred(frame: pd.DataFrame, phase: str = "step") -> pd.DataFrame:
