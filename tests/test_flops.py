@@ -8,8 +8,9 @@ from rnnopt.flops import (
     flop_count,
     memory_model,
     param_count,
-    peak_key,
 )
+from rnnopt.fma_peak import theoretical_gflops
+from rnnopt.peak import ceiling_of
 
 # T=2, B=3, I=4, H=5: T*B*H = 30 hidden units over the sequence, T*B*I = 24 inputs.
 SHAPE = Shape(batch=3, seq_len=2, input_size=4, hidden_size=5)
@@ -76,12 +77,58 @@ def test_derived_metrics():
     assert "peak_fraction" not in derived_metrics("lstm", SHAPE, "forward", 1.0)
 
 
-def test_peak_key_same_library_and_dtype():
-    assert peak_key("numpy", "cpu", "float32") == "gemm_gflops.numpy.float32"
-    assert peak_key("torch", "cpu", "bfloat16") == "gemm_gflops.torch.bfloat16"
-    assert peak_key("torch", "cuda", "float16") == "gemm_gflops.cuda.float16"
+def test_ceiling_is_the_best_library_of_the_dtype():
+    record = {
+        "metrics": {
+            "gemm_gflops": {
+                "numpy": {"float32": 100.0, "float64": 45.0},
+                "torch": {"float32": 74.0, "float64": 50.0, "bfloat16": 300.0},
+                "cuda": {"float32": 50000.0, "tfloat32": 400000.0},
+            }
+        }
+    }
+    assert ceiling_of(record, "cpu", "float32") == {
+        "gflops": 100.0,
+        "library": "numpy",
+        "dtype": "float32",
+    }
+    assert ceiling_of(record, "cpu", "float64")["library"] == "torch"
+    assert ceiling_of(record, "cpu", "bfloat16")["gflops"] == 300.0
+    assert ceiling_of(record, "cuda", "float32")["gflops"] == 50000.0  # IEEE, never TF32
+    assert ceiling_of(record, "cpu", "float16") is None
 
 
 def test_unknown_phase():
     with pytest.raises(ValueError, match="unknown phase"):
         flop_count("lstm", SHAPE, "inference")
+
+
+CPUINFO = """processor\t: 0
+vendor_id\t: {vendor}
+cpu family\t: {family}
+cpu MHz\t\t: 2500.000
+flags\t\t: fpu sse2 {flags}
+
+processor\t: 1
+cpu MHz\t\t: 9999.000
+"""
+
+
+@pytest.mark.parametrize(
+    "vendor, family, flags, bits",
+    [
+        ("AuthenticAMD", 25, "avx2 fma avx512f", 256),  # Zen 4: AVX-512 on 256-bit halves
+        ("AuthenticAMD", 26, "avx2 fma avx512f", 512),  # Zen 5
+        ("GenuineIntel", 6, "avx2 fma avx512f", 512),
+        ("AuthenticAMD", 23, "avx2 fma", 256),
+        ("GenuineIntel", 6, "sse4_2", 128),
+    ],
+)
+def test_theoretical_fma_peak(vendor, family, flags, bits):
+    text = CPUINFO.format(vendor=vendor, family=family, flags=flags)
+    peak = theoretical_gflops(2, text)
+    assert peak["datapath_bits"] == bits
+    # 2 threads x 2.5 GHz x 2 pipes x 2 FLOPs x lanes; the first processor's clock only
+    assert peak["float32"] == pytest.approx(2 * 2.5 * 2 * 2 * bits / 32)
+    assert peak["float64"] == pytest.approx(peak["float32"] / 2)
+    assert theoretical_gflops(1, "processor\t: 0\nflags\t: avx2\n") == {}

@@ -5,6 +5,7 @@ import pytest
 from rnnopt.counters import ProcessCounters
 from rnnopt.timing import (
     benchmark,
+    block_means,
     is_noisy,
     make_measure,
     summarize,
@@ -109,3 +110,13 @@ def test_benchmark_protocol_on_a_real_call():
         "cpu_util",
     }
     assert set(metrics["gc"]) == {"gen0", "gen1", "gen2", "pause_ms"}
+
+
+def test_block_means_group_consecutive_samples():
+    assert block_means([1.0, 3.0, 5.0, 7.0, 100.0], 2) == [2.0, 6.0]  # partial block left out
+    assert block_means([4.0, 5.0], 1) == [4.0, 5.0]
+    # one slow call in ten lifts its block's mean far above the per-call median
+    samples = [1.0] * 9 + [11.0]
+    assert block_means(samples, 10) == [2.0]
+    with pytest.raises(ValueError):
+        block_means(samples, 0)

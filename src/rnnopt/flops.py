@@ -117,22 +117,12 @@ def memory_model(cell: str, shape: Shape, dtype: str, phase: str) -> dict:
     return model
 
 
-def peak_key(framework: str, device: str, dtype: str) -> str:
-    """Metric key of the GEMM ceiling that bounds a variant: gemm_gflops.<library>.<dtype>.
-
-    numpy variants compare with numpy's BLAS, torch variants with torch's (torch on CUDA with
-    the GPU's): the same library at the same dtype.
-    """
-    library = "cuda" if device == "cuda" else framework
-    return f"gemm_gflops.{library}.{dtype}"
-
-
 def derived_metrics(
     cell: str, shape: Shape, phase: str, median_ms: float, peak_gflops: float | None = None
 ) -> dict:
     """Throughput figures of one timed row, a pure function so the aggregate can recompute:
     tokens_per_s = B*T / median s; gflops = analytic FLOPs / median s / 1e9;
-    peak_fraction = gflops / peak_gflops (the measured GEMM ceiling), when given.
+    peak_fraction = gflops / peak_gflops (the host's measured GEMM ceiling), when given.
     """
     seconds = median_ms / 1e3
     flops = flop_count(cell, shape, phase)

@@ -66,8 +66,13 @@ def positive_float(text: str) -> float:
     return value
 
 
-def add_measurement_arguments(parser: argparse.ArgumentParser, phases=PHASES) -> None:
-    """The flags every per-variant measurement takes (Snakemake rules pass them all)."""
+def add_measurement_arguments(
+    parser: argparse.ArgumentParser, phases=PHASES, several_phases: bool = False
+) -> None:
+    """The flags every per-variant measurement takes (Snakemake rules pass them all).
+
+    With `several_phases`, --phase takes one or more phases and --out is a path template
+    with {phase} in it."""
     parser.add_argument("--variant", required=True, help="variant name (rnnopt.list_variants)")
     parser.add_argument("--dtype", default="float32", choices=DTYPES)
     parser.add_argument("--device", default="cpu", choices=DEVICES)
@@ -75,10 +80,17 @@ def add_measurement_arguments(parser: argparse.ArgumentParser, phases=PHASES) ->
     parser.add_argument("--seq-len", type=positive_int, required=True, metavar="T")
     parser.add_argument("--input-size", type=positive_int, required=True, metavar="I")
     parser.add_argument("--hidden-size", type=positive_int, required=True, metavar="H")
-    parser.add_argument("--phase", choices=phases, required=True)
+    parser.add_argument(
+        "--phase", choices=phases, required=True, nargs="+" if several_phases else None
+    )
     parser.add_argument("--threads", type=positive_int, required=True, metavar="N")
     parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--out", required=True, metavar="FILE.json", help="record to write")
+    parser.add_argument(
+        "--out",
+        required=True,
+        metavar="FILE.json",
+        help="record to write" + (" ({phase} is replaced by each phase)" if several_phases else ""),
+    )
 
 
 def shape_of(args: argparse.Namespace) -> Shape:

@@ -1,11 +1,16 @@
 """The measured GEMM ceiling: GFLOP/s of a square matrix product per library and dtype.
 
-The roofline a recurrent layer is judged against is the matrix product of the same library
-at the same dtype: numpy's BLAS (float64, float32), torch on CPU (float64, float32, bfloat16)
-and torch on CUDA (float64, float32 with TF32 off, tfloat32 = float32 with TF32 on, float16,
-bfloat16). A product of two N x N matrices is 2*N^3 FLOPs; it writes into a preallocated
-output so that allocation is not timed. Metric keys: `gemm_gflops.<library>.<dtype>` and
-`gemm_time_ms.<library>.<dtype>` (the median), library in {numpy, torch, cuda}.
+Cases: numpy's BLAS (float64, float32), torch on CPU (float64, float32, bfloat16) and torch
+on CUDA (float64, float32 with TF32 off, tfloat32 = float32 with TF32 on, float16, bfloat16).
+The roofline a recurrent layer is judged against is the host's ceiling for its dtype: the best
+of these that any library reached (`ceiling_of`), not its own library's: oneDNN's LSTM GEMMs
+can beat torch's `mm`, and a per-library ceiling then reads above 100%.
+
+A product of two N x N matrices is 2*N^3 FLOPs; it writes into a preallocated output so that
+allocation is not timed; each case runs at every size of `sizes` and keeps its best (small
+products under-use wide vector units, large ones spill caches). Metric keys:
+`gemm_gflops.<library>.<dtype>` and `gemm_time_ms.<library>.<dtype>` (the median of the best
+size), library in {numpy, torch, cuda}.
 """
 
 from __future__ import annotations
@@ -14,7 +19,6 @@ from collections.abc import Callable
 
 import numpy as np
 
-from rnnopt.flops import peak_key
 from rnnopt.timing import benchmark, timer_for
 
 CPU_CASES = (
@@ -85,9 +89,22 @@ def measure_gemm(library: str, dtype: str, size: int, min_time_s: float = 0.5) -
     }
 
 
-def peak_gflops_of(peak_record: dict, framework: str, device: str, dtype: str) -> float | None:
-    """The ceiling in a peak record that bounds (framework, device, dtype), or None."""
-    value: object = peak_record.get("metrics", {})
-    for part in peak_key(framework, device, dtype).split("."):
-        value = value.get(part) if isinstance(value, dict) else None
-    return value if isinstance(value, int | float) else None
+def ceiling_of(peak_record: dict, device: str, dtype: str) -> dict | None:
+    """The host's GEMM ceiling for (device, dtype) in a peak record: the best GFLOP/s that any
+    library reached there ({"gflops", "library", "dtype"}), or None when none was measured.
+
+    On CPU numpy's BLAS and torch (MKL / oneDNN) compete; on CUDA the GPU's own GEMM (float32
+    with TF32 off, so that IEEE float32 variants are not judged against TF32 tensor cores).
+    """
+    gflops = peak_record.get("metrics", {}).get("gemm_gflops", {})
+    libraries = ("cuda",) if device == "cuda" else ("numpy", "torch")
+    reached = [
+        (value, library)
+        for library in libraries
+        for value in [gflops.get(library, {}).get(dtype)]
+        if isinstance(value, int | float)
+    ]
+    if not reached:
+        return None
+    best, library = max(reached)
+    return {"gflops": best, "library": library, "dtype": dtype}

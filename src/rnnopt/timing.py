@@ -160,6 +160,17 @@ def summarize(samples_ns: list[int]) -> dict:
     }
 
 
+def block_means(samples: list[float], block: int) -> list[float]:
+    """Means of consecutive blocks of `block` samples (a trailing partial block left out):
+    what a timer that times `block` calls at once and divides sees per measurement."""
+    if block < 1:
+        raise ValueError(f"block must be >= 1, got {block}")
+    return [
+        statistics.fmean(samples[start : start + block])
+        for start in range(0, len(samples) - block + 1, block)
+    ]
+
+
 def is_noisy(time_ms: dict, threshold: float = NOISY_IQR_OVER_MEDIAN) -> bool:
     """A row is noisy when its spread (IQR / median) exceeds `threshold`."""
     return time_ms["median"] > 0 and time_ms["iqr"] / time_ms["median"] > threshold
@@ -176,15 +187,19 @@ def benchmark(
     min_calls: int = 10,
     max_warmup_calls: int = 10,
     counters=None,
+    keep_samples: bool = False,
 ) -> dict:
     """The whole protocol on one call; returns record metrics (time_ms, noisy, warm-up, and
-    `per_call` / `gc` when `counters` is given)."""
+    `per_call` / `gc` when `counters` is given; `samples_ms`, every timed call in order, with
+    `keep_samples`)."""
     timer = timer_for(device)
     warm = warm_up(make_measure(call, sync=sync, prepare=prepare, timer=timer), max_warmup_calls)
     measure = make_measure(call, sync=sync, prepare=prepare, timer=timer, counters=counters)
     samples = time_calls(measure, min_time_s, min_calls)
     time_ms = summarize(samples)
     metrics = {"time_ms": time_ms, "noisy": is_noisy(time_ms), **warm.metrics(compiles)}
+    if keep_samples:
+        metrics["samples_ms"] = [ns / 1e6 for ns in samples]
     if counters is not None:
         per_call = counters.per_call(len(samples))
         # CPU time over wall time: ~threads when the process had its cores, less when shared.

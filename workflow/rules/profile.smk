@@ -10,43 +10,65 @@ rule peak:
     params:
         source=MEASURE_SOURCE,
     threads: all_cores
+    resources:
+        mem_mb=job_mem_mb,
+        runtime=job_runtime_min,
     shell:
         "python -m rnnopt peak --threads {wildcards.threads} --out {output.record} > {log} 2>&1"
 
 
 rule timer_check:
     output:
-        record="results/{run}/timer-check/threads{threads}.json",
+        record="results/{run}/timer-check/b{batch}-t{seq_len}-i{input_size}-h{hidden_size}/"
+        "threads{threads}.json",
     log:
-        "results/{run}/logs/timer-check/threads{threads}.log",
+        "results/{run}/logs/timer-check/b{batch}-t{seq_len}-i{input_size}-h{hidden_size}/"
+        "threads{threads}.log",
     params:
         flags=timer_check_flags,
         seed=config["seed"],
         source=MEASURE_SOURCE,
     threads: all_cores
+    resources:
+        mem_mb=job_mem_mb,
+        runtime=job_runtime_min,
     shell:
-        "python -m rnnopt timer-check {params.flags} --threads {wildcards.threads} "
+        "python -m rnnopt timer-check {params.flags} --batch {wildcards.batch} "
+        "--seq-len {wildcards.seq_len} --input-size {wildcards.input_size} "
+        "--hidden-size {wildcards.hidden_size} --threads {wildcards.threads} "
         "--seed {params.seed} --out {output.record} > {log} 2>&1"
 
 
+# One process per variant, dtype, device, shape and thread count times all three phases, in
+# order, on one runner: the process start (imports, the runner's conversions) is paid once.
 rule profile:
     input:
         peak="results/{run}/peak/threads{threads}.json",
     output:
-        record="results/{run}/profile/{variant}/{device}-{dtype}/"
-        "b{batch}-t{seq_len}-i{input_size}-h{hidden_size}/{phase}-threads{threads}.json",
+        forward="results/{run}/profile/{variant}/{device}-{dtype}/"
+        "b{batch}-t{seq_len}-i{input_size}-h{hidden_size}/forward-threads{threads}.json",
+        backward="results/{run}/profile/{variant}/{device}-{dtype}/"
+        "b{batch}-t{seq_len}-i{input_size}-h{hidden_size}/backward-threads{threads}.json",
+        step="results/{run}/profile/{variant}/{device}-{dtype}/"
+        "b{batch}-t{seq_len}-i{input_size}-h{hidden_size}/step-threads{threads}.json",
     log:
         "results/{run}/logs/profile/{variant}/{device}-{dtype}/"
-        "b{batch}-t{seq_len}-i{input_size}-h{hidden_size}/{phase}-threads{threads}.log",
+        "b{batch}-t{seq_len}-i{input_size}-h{hidden_size}/threads{threads}.log",
     params:
         seed=config["seed"],
-        inductor_cache=inductor_cache,
+        timing=timing_flags,
+        caches=compile_caches,
+        out=lambda wildcards, output: output.step.replace("/step-threads", "/{phase}-threads"),
         source=MEASURE_SOURCE,
     threads: all_cores
+    resources:
+        mem_mb=job_mem_mb,
+        runtime=job_runtime_min,
+        gpu=job_gpus,
     shell:
-        "TORCHINDUCTOR_CACHE_DIR={params.inductor_cache} "
+        "{params.caches} "
         "python -m rnnopt profile --variant {wildcards.variant} --dtype {wildcards.dtype} "
         "--device {wildcards.device} --batch {wildcards.batch} --seq-len {wildcards.seq_len} "
         "--input-size {wildcards.input_size} --hidden-size {wildcards.hidden_size} "
-        "--phase {wildcards.phase} --threads {wildcards.threads} --seed {params.seed} "
-        "--peak {input.peak} --out {output.record} > {log} 2>&1"
+        "--phase forward backward step --threads {wildcards.threads} --seed {params.seed} "
+        "{params.timing} --peak {input.peak} --out '{params.out}' > {log} 2>&1"

@@ -1,15 +1,21 @@
-"""`rnnopt profile`: time one phase of one variant at one shape (one record, one process).
+"""`rnnopt profile`: time phases of one variant at one shape, in one process, one record each.
 
 Protocol (rnnopt.timing): threads set first; inputs converted by the runner before timing;
-warm-up until stable (first call apart: compile_s); timed calls for at least --min-time-s and
---min-calls; backward calls each follow an untimed forward. Derived: tokens_per_s, gflops
-from the analytic FLOP count and, with --peak, peak_fraction of the same library's GEMM peak.
+per phase (in the order given, on the same runner), warm-up until stable (first call apart:
+compile_s); timed calls for at least --min-time-s and --min-calls; backward calls each follow
+an untimed forward. Derived: tokens_per_s, gflops from the analytic FLOP count and, with
+--peak, peak_fraction of the host's GEMM ceiling for the dtype: the best GEMM any library
+reached in the peak record (rnnopt.peak.ceiling_of), so a fraction above 1 means the ceiling
+is wrong, not that the variant beat the machine.
 """
 
 from __future__ import annotations
 
+import argparse
+
 from rnnopt.counters import ProcessCounters
-from rnnopt.flops import derived_metrics
+from rnnopt.errors import UserError
+from rnnopt.flops import PHASES, derived_metrics
 from rnnopt.harness import (
     VariantFailed,
     add_measurement_arguments,
@@ -24,7 +30,7 @@ from rnnopt.harness import (
     shape_of,
     write_failure,
 )
-from rnnopt.peak import peak_gflops_of
+from rnnopt.peak import ceiling_of
 from rnnopt.records import make_record, read_record, write_record
 from rnnopt.threads import apply_threads, threads_match
 from rnnopt.timing import benchmark
@@ -40,7 +46,7 @@ def register(subparsers) -> None:
     parser = subparsers.add_parser(
         "profile", help="time forward / backward / step of one variant", description=__doc__
     )
-    add_measurement_arguments(parser)
+    add_measurement_arguments(parser, phases=PHASES, several_phases=True)
     add_timing_arguments(parser)
     parser.add_argument(
         "--peak", metavar="PEAK.json", help="peak record (rnnopt peak): adds peak_fraction"
@@ -48,7 +54,7 @@ def register(subparsers) -> None:
     parser.set_defaults(func=run)
 
 
-def time_phase(args, runner, compiles: bool, counters=None) -> dict:
+def time_phase(args, runner, compiles: bool, counters=None, keep_samples: bool = False) -> dict:
     """The timing protocol on the runner's phase; variant errors surface as VariantFailed."""
     call, before = guard_calls(*phase_call(runner, args.phase))
     sync = guard_calls(runner.sync)[0]
@@ -62,29 +68,50 @@ def time_phase(args, runner, compiles: bool, counters=None) -> dict:
         min_calls=args.min_calls,
         max_warmup_calls=args.max_warmup_calls,
         counters=counters,
+        keep_samples=keep_samples,
     )
+
+
+def phase_args(args, phase: str) -> argparse.Namespace:
+    """The flags of one phase: --phase is that phase, --out its record path."""
+    return argparse.Namespace(**{**vars(args), "phase": phase, "out": args.out.format(phase=phase)})
 
 
 def run(args) -> int:
     check_variant_name(args.variant)
+    phases = list(dict.fromkeys(args.phase))
+    if len(phases) > 1 and "{phase}" not in args.out:
+        raise UserError(f"--out {args.out!r} must contain {{phase}} to hold several phases")
     threads = apply_threads(args.threads)
     peak = read_record(args.peak) if args.peak else None
-    variant = None
-    try:
-        variant, runner = prepare(args)
-        with ProcessCounters() as counters:
-            metrics = time_phase(args, runner, variant.compiles, counters)
-    except VariantFailed as failure:
-        return write_failure("profile", args, failure, variant, threads_effective=threads)
+    variant = runner = None
+    for phase in phases:
+        one = phase_args(args, phase)
+        try:
+            if runner is None:
+                variant, runner = prepare(one)
+            with ProcessCounters() as counters:
+                metrics = time_phase(one, runner, variant.compiles, counters)
+        except VariantFailed as failure:
+            write_failure("profile", one, failure, variant, threads_effective=threads)
+            continue
+        write_profile(one, variant, metrics, peak, threads)
+    return 0
 
+
+def write_profile(args, variant, metrics: dict, peak: dict | None, threads: dict) -> None:
+    """The record of one timed phase, with its derived throughput and roofline figures."""
     notes = list(getattr(variant, "notes", []))
     peak_gflops = None
     if peak is not None:
-        peak_gflops = peak_gflops_of(peak, variant.framework, variant.device, variant.dtype)
-        if peak_gflops is None:
-            notes.append(f"{args.peak} has no GEMM peak for {variant.framework} {variant.dtype}")
-        elif peak.get("threads") != args.threads:
-            notes.append(f"GEMM peak measured with {peak.get('threads')} threads")
+        ceiling = ceiling_of(peak, variant.device, variant.dtype)
+        if ceiling is None:
+            notes.append(f"{args.peak} has no GEMM ceiling for {variant.device} {variant.dtype}")
+        else:
+            peak_gflops = ceiling["gflops"]
+            notes.append(f"ceiling: {ceiling['library']} {ceiling['dtype']} GEMM")
+            if peak.get("threads") != args.threads:
+                notes.append(f"GEMM ceiling measured with {peak.get('threads')} threads")
     metrics.update(
         derived_metrics(
             variant.cell, shape_of(args), args.phase, metrics["time_ms"]["median"], peak_gflops
@@ -110,4 +137,3 @@ def run(args) -> int:
         f"median {time_ms['median']:.3f} ms (IQR {time_ms['iqr']:.3f}, n={time_ms['n']}), "
         f"{metrics['gflops']:.1f} GFLOP/s" + (" NOISY" if metrics["noisy"] else "")
     )
-    return 0

@@ -29,17 +29,36 @@ def run_data(metrics: pd.DataFrame) -> dict[str, RunData]:
     }
 
 
-def _cells(comparison: Comparison, outcome: Outcome) -> dict[str, str]:
+def _speed_cell(outcome: Outcome) -> str:
     speed = outcome.speed_text or (str(outcome.speedup) if outcome.speedup else NONE)
     if outcome.gc_share is not None:
         candidate, baseline = outcome.gc_share
         speed += f"; GC {baseline:.1%} -> {candidate:.1%} of time"
-    if outcome.notes:
-        speed += f" ({'; '.join(outcome.notes)})"
+    return speed
+
+
+def _memory_cell(outcome: Outcome) -> str:
     memory = f"{outcome.memory_ratio:.2f}x" if outcome.memory_ratio is not None else NONE
     if outcome.allocations is not None:
         candidate, baseline = outcome.allocations
         memory += f"; buffers/step {baseline:.1f} -> {candidate:.1f}"
+    return memory
+
+
+def _by_shape(outcome: Outcome, cell) -> str:
+    """`small: 2.1x; fastrnns: 1.0x` over the shapes measured, or the one value."""
+    if not outcome.by_shape:
+        return cell(outcome)
+    shown = [(s, cell(o)) for s, o in outcome.by_shape.items()]
+    shown = [(s, text) for s, text in shown if text != NONE]
+    return "; ".join(f"{s}: {text}" for s, text in shown) or NONE
+
+
+def _cells(comparison: Comparison, outcome: Outcome) -> dict[str, str]:
+    speed = _by_shape(outcome, _speed_cell)
+    if outcome.notes:
+        speed += f" ({'; '.join(outcome.notes)})"
+    memory = _by_shape(outcome, _memory_cell)
     if outcome.loss_text:
         loss = outcome.loss_text
     elif outcome.loss_change is not None:
@@ -97,10 +116,35 @@ def _number(value, fmt: str) -> str:
     return NONE if pd.isna(value) else format(value, fmt)
 
 
+def _peak_percent(r) -> str:
+    """% of the host's GEMM ceiling; above 100% the ceiling itself is wrong (a kernel beat the
+    best GEMM measured), and the cell says so instead of pretending."""
+    fraction = r.get("peak_fraction", float("nan"))
+    text = _number(100 * fraction, ".1f")
+    if pd.notna(fraction) and fraction > 1:
+        text += " (ceiling wrong: this beat the best GEMM measured)"
+    return text
+
+
+def timer_warnings(metrics: pd.DataFrame) -> dict[tuple, str]:
+    """(run, shape text, threads) -> warning, for every timer check that disagreed there."""
+    checks = wide.records(metrics, "timer-check")
+    warnings = {}
+    for _, r in checks.iterrows():
+        if r["status"] == "ok" and r.get("agrees") == 0 and pd.notna(r.get("ratio")):
+            key = (r["run"], wide.shape_text(r), r["threads"])
+            warnings[key] = (
+                f"timer check disagrees here: ours / torch.utils.benchmark {r.get('ratio'):.2f}"
+            )
+    return warnings
+
+
 def variants_table(metrics: pd.DataFrame) -> pd.DataFrame:
-    """Every profile record: time, throughput, GFLOP/s, fraction of peak, noisy, status."""
+    """Every profile record: time, throughput, GFLOP/s, fraction of the host's GEMM ceiling,
+    noisy, status, and a warning where the timer cross-check disagreed at that shape."""
     profile = wide.records(metrics, "profile")
     failed = wide.failed_verification(metrics)
+    warnings = timer_warnings(metrics)
     rows = []
     for _, r in profile.iterrows():
         verified = (r["run"], r["variant"], r["dtype"], r["device"]) not in failed
@@ -117,10 +161,11 @@ def variants_table(metrics: pd.DataFrame) -> pd.DataFrame:
                 "time ms (IQR)": _time(r),
                 "tokens/s": _number(r.get("tokens_per_s"), ",.0f"),
                 "GFLOP/s": _number(r.get("gflops"), ".2f"),
-                "% of peak": _number(100 * r.get("peak_fraction", float("nan")), ".1f"),
+                "% of peak": _peak_percent(r),
                 "compile s": _number(r.get("compile_s"), ".1f"),
                 "noisy": "noisy" if r.get("noisy") == 1 else "",
                 "verified": "" if verified else "FAILED",
+                "warning": warnings.get((r["run"], wide.shape_text(r), r["threads"]), ""),
             }
         )
     columns = ["run", "variant", "dtype", "device", "shape", "phase", "threads"]
@@ -134,21 +179,27 @@ def _time(r) -> str:
     return f"{r['time_ms.median']:.3g} ({r.get('time_ms.iqr', float('nan')):.2g})"
 
 
+TIMER_METRICS = ("time_ms.median", "blocked_median_ms", "ratio", "ratio_per_call", "tail", "agrees")
+PEAK_PREFIXES = ("gemm_gflops.", "theoretical_gflops.float")
+
+
 def checks_table(metrics: pd.DataFrame) -> pd.DataFrame:
-    """GEMM peaks and the timer cross-check, per run and thread count."""
+    """GEMM ceilings (and the theoretical FMA peak beside them) and the timer cross-check, per
+    run, thread count and (timer check) shape."""
     rows = []
     for kind in ("peak", "timer-check"):
         frame = metrics[(metrics["kind"] == kind) & metrics["metric"].notna()]
         if kind == "peak":
-            frame = frame[frame["metric"].str.startswith("gemm_gflops.")]
+            frame = frame[frame["metric"].str.startswith(PEAK_PREFIXES)]
         else:
-            frame = frame[frame["metric"].isin(["ratio", "agrees"])]
+            frame = frame[frame["metric"].isin(TIMER_METRICS)]
         for _, r in frame.iterrows():
             rows.append(
                 {
                     "run": r["run"],
                     "check": kind,
                     "threads": r["threads"],
+                    "shape": wide.shape_text(r) if pd.notna(r["batch"]) else NONE,
                     "metric": r["metric"],
                     "value": _number(r["value"], ".3g"),
                 }
@@ -159,8 +210,40 @@ def checks_table(metrics: pd.DataFrame) -> pd.DataFrame:
                     "run": r["run"],
                     "check": kind,
                     "threads": r["threads"],
+                    "shape": wide.shape_text(r) if pd.notna(r["batch"]) else NONE,
                     "metric": r["status"],
                     "value": r["reason"],
                 }
             )
-    return pd.DataFrame(rows, columns=["run", "check", "threads", "metric", "value"])
+    return pd.DataFrame(rows, columns=["run", "check", "threads", "shape", "metric", "value"])
+
+
+def memory_table(metrics: pd.DataFrame) -> pd.DataFrame:
+    """Every memory record: the headline peak (one instrument), what the runner keeps, the
+    libraries' one-time buffers (paid by the warm-up runner), the analytic minimum and the
+    ratio, and where the rest goes when the peak is above 1.5x the minimum."""
+    memory = wide.records(metrics, "memory")
+    rows = []
+    for _, r in memory.iterrows():
+        rows.append(
+            {
+                "run": r["run"],
+                "variant": r["variant"],
+                "dtype": r["dtype"],
+                "device": r["device"],
+                "shape": wide.shape_text(r),
+                "phase": r["phase"],
+                "status": r["status"] if r["status"] == "ok" else f"{r['status']}: {r['reason']}",
+                "instrument": r.get("peak_source") or NONE,
+                "peak MiB": _number(r.get("peak_mib"), ".2f"),
+                "kept MiB": _number(r.get("kept_mib"), ".2f"),
+                "library buffers MiB": _number(r.get("heap.library_buffers_mib"), ".1f"),
+                "minimum MiB": _number(r.get("minimum_mib"), ".2f"),
+                "peak / minimum": _number(r.get("peak_over_minimum"), ".2f"),
+                "numpy buffers/step": _number(r.get("tracemalloc.numpy_blocks_per_step"), ".1f"),
+                "where the rest goes": r.get("explanation") or "",
+            }
+        )
+    columns = ["run", "variant", "dtype", "device", "shape", "phase"]
+    table = pd.DataFrame(rows)
+    return table.sort_values(columns, kind="stable").reset_index(drop=True) if rows else table
