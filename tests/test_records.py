@@ -92,3 +92,15 @@ def test_non_finite_numbers_become_null(tmp_path):
     path = tmp_path / "r.json"
     write_record(path, profile_record(metrics={"gflops": float("nan")}))
     assert read_record(path)["metrics"]["gflops"] is None
+
+
+def test_numpy_only_process_records_torch_version_without_importing_it():
+    import subprocess
+    import sys
+
+    code = (
+        "import sys; from rnnopt.envinfo import fingerprint; env = fingerprint(); "
+        "assert 'torch' not in sys.modules, 'torch imported'; print(env['torch'])"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert "'imported': False" in out.stdout and "'version': '2.13.0" in out.stdout

@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import functools
+import importlib.metadata
 import os
 import platform
 import re
 import shutil
 import socket
 import subprocess
+import sys
 
 THREAD_ENV_VARS = (
     "OMP_NUM_THREADS",
@@ -89,6 +91,13 @@ def default_run_name() -> str:
     return f"cpu-{slug(host)}"
 
 
+def installed_version(package: str) -> str | None:
+    try:
+        return importlib.metadata.version(package)
+    except importlib.metadata.PackageNotFoundError:
+        return None
+
+
 def torch_info() -> dict:
     import torch
 
@@ -114,8 +123,13 @@ def blas_info() -> list[dict]:
     return [{k: pool.get(k) for k in keys} for pool in threadpool_info()]
 
 
-def fingerprint(include_torch: bool = True) -> dict:
-    """Everything needed to say where and with what a number was measured."""
+def fingerprint(include_torch: bool | None = None) -> dict:
+    """Everything needed to say where and with what a number was measured.
+
+    torch's runtime state (threads, CUDA, cuDNN) when this process imported it (or
+    `include_torch`); otherwise only its installed version, read from the package metadata:
+    a numpy-only measurement does not pay the two seconds of `import torch` for its record.
+    """
     import numpy
     import psutil
 
@@ -136,6 +150,8 @@ def fingerprint(include_torch: bool = True) -> dict:
         "gpus": nvidia_gpus(),
         "cpu_caches": cpu_caches(),
     }
-    if include_torch:
+    if include_torch if include_torch is not None else "torch" in sys.modules:
         env["torch"] = torch_info()
+    else:
+        env["torch"] = {"version": installed_version("torch"), "imported": False}
     return env

@@ -191,6 +191,11 @@ def write_failure(
     return 0
 
 
+def uses_torch(variant_name: str) -> bool:
+    """Whether a variant's process needs torch (and its thread pools set): not the numpy ones."""
+    return not variant_name.startswith("numpy-")
+
+
 def check_variant_name(name: str) -> None:
     """Unknown variant names are bad flags (exit 2), not skipped measurements.
 

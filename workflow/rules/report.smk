@@ -59,6 +59,21 @@ rule report:
             caption="../report/roofline.rst",
             category="Figures",
         ),
+        batching=report(
+            "results/report/tables/batching.csv",
+            caption="../report/batching.rst",
+            category="Tables",
+        ),
+        autobatch=report(
+            "results/report/figures/autobatch.png",
+            caption="../report/autobatch.rst",
+            category="Figures",
+        ),
+        varlen=report(
+            "results/report/figures/varlen.png",
+            caption="../report/varlen.rst",
+            category="Figures",
+        ),
     log:
         "results/logs/report.log",
     params:

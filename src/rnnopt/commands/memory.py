@@ -32,6 +32,7 @@ from rnnopt.harness import (
     record_fields,
     runner_factory,
     shape_of,
+    uses_torch,
     write_failure,
 )
 from rnnopt.heap import step_peak_of
@@ -61,7 +62,7 @@ def register(subparsers) -> None:
 
 def run(args) -> int:
     check_variant_name(args.variant)
-    threads = apply_threads(args.threads)
+    threads = apply_threads(args.threads, use_torch=uses_torch(args.variant))
     variant = None
     try:
         variant, make_runner = runner_factory(args)

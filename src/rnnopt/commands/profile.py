@@ -28,6 +28,7 @@ from rnnopt.harness import (
     prepare,
     record_fields,
     shape_of,
+    uses_torch,
     write_failure,
 )
 from rnnopt.peak import ceiling_of
@@ -82,7 +83,7 @@ def run(args) -> int:
     phases = list(dict.fromkeys(args.phase))
     if len(phases) > 1 and "{phase}" not in args.out:
         raise UserError(f"--out {args.out!r} must contain {{phase}} to hold several phases")
-    threads = apply_threads(args.threads)
+    threads = apply_threads(args.threads, use_torch=uses_torch(args.variant))
     peak = read_record(args.peak) if args.peak else None
     variant = runner = None
     for phase in phases:

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from rnnopt.report import table
+from rnnopt.report import experiments_batching, table
 from rnnopt.report.comparisons import COMPARISONS
 from rnnopt.report.figures import FIGURES, draw_all
 from rnnopt.report.verdicts import GC_SHARE_MATTERS, MEMORY_LOWER, SAME_LOSS, THROUGHPUT_GAIN
@@ -90,6 +90,7 @@ def sections(metrics: pd.DataFrame, tables: dict[str, pd.DataFrame]) -> list[Sec
             "(our median / torch.utils.benchmark's; agrees within 10%).",
             tables["checks"],
         ),
+        Section("Batching experiments", experiments_batching.ABOUT, tables["batching"]),
         Section("Figures", ""),
     ]
 
@@ -145,13 +146,20 @@ def build(metrics: pd.DataFrame, series: pd.DataFrame, out: str | Path) -> dict[
         "verification": table.verification_table(metrics),
         "variants": table.variants_table(metrics),
         "checks": table.checks_table(metrics),
+        "batching": experiments_batching.table(metrics, series),
     }
     paths = {}
     for name, frame in tables.items():
         paths[name] = out / "tables" / f"{name}.csv"
         frame.to_csv(paths[name], index=False)
     figures = draw_all(metrics, series, out / "figures")
-    paths.update({name: out / "figures" / f"{name}.png" for name in FIGURES})
+    figures.update(experiments_batching.draw(metrics, series, out / "figures"))
+    paths.update(
+        {
+            name: out / "figures" / f"{name}.png"
+            for name in (*FIGURES, *experiments_batching.FIGURES)
+        }
+    )
     parts = sections(metrics, tables)
     paths["markdown"] = out / "comparison.md"
     paths["markdown"].write_text(markdown(parts, figures))

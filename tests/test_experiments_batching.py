@@ -1,0 +1,163 @@
+"""The batching experiments' report: verdict rules on synthetic records, rows that say "not
+measured here" without records, and both figures."""
+
+from __future__ import annotations
+
+import matplotlib.image
+
+from rnnopt import autobatch
+from rnnopt.aggregate import collect
+from rnnopt.autobatch import Point
+from rnnopt.envinfo import fingerprint
+from rnnopt.records import make_record, write_record
+from rnnopt.report import experiments_batching as eb
+
+ENV = fingerprint()
+SHAPE = {"batch": 8, "seq_len": 4, "input_size": 2, "hidden_size": 3}
+
+
+def autobatch_record(measure, budget_mib=20.0, max_batch=256, status="ok", reason=None):
+    fields = dict(variant="numpy-lstm-fused", framework="numpy", cell="lstm", dtype="float32",
+                  device="cpu", phase="step", threads=1, seed=0, config={}, env=ENV)  # fmt: skip
+    if status != "ok":
+        return make_record("autobatch", status=status, reason=reason, **fields)
+    result = autobatch.search(measure, budget_mib, max_batch)
+    return make_record(
+        "autobatch",
+        metrics=autobatch.summary(result),
+        series=autobatch.series(result),
+        shape=SHAPE | {"batch": result.pick.batch},
+        **fields,
+    )
+
+
+def way(median_ms, iqr_ms, padding, packed=False):
+    return {"padding_fraction": padding, "packed_kernel": packed, "peak_mib": 1.0,
+            "epoch_ms": {"median": median_ms, "iqr": iqr_ms, "min": median_ms,
+                         "mean": median_ms, "n": 5}}  # fmt: skip
+
+
+def varlen_record(variant, bucketed_ms, packed_ms, packed_kernel, worst=1e-8):
+    metrics = {
+        "padded": way(100.0, 2.0, 0.4),
+        "bucketed": way(bucketed_ms, 2.0, 0.08),
+        "packed": way(packed_ms, 2.0, 0.0 if packed_kernel else 0.4, packed_kernel),
+        "loss_max_rel_diff": worst,
+        "loss_rtol": 1e-4,
+        "losses_agree": worst <= 1e-4,
+    }
+    framework = variant.split("-")[0]
+    return make_record("varlen", variant=variant, framework=framework, cell="lstm",
+                       dtype="float32", device="cpu", task="sine", phase="step", shape=SHAPE,
+                       threads=1, seed=0, config={}, metrics=metrics, env=ENV)  # fmt: skip
+
+
+def linear(batch):  # tokens/s rising with B, peak 2 + 0.5 B MiB
+    return Point(batch, 100.0 * batch / (1 + batch / 64), 2 + 0.5 * batch)
+
+
+def small_batches_fastest(batch):  # throughput peaks at B=4, far below what fits
+    return Point(batch, 1000.0 / (1 + abs(batch - 4)), 2 + 0.5 * batch)
+
+
+def quadratic(batch):
+    return Point(batch, float(batch), 1 + 0.01 * batch**2)
+
+
+def table_of(tmp_path, records: dict[str, dict]):
+    for relative, record in records.items():
+        write_record(tmp_path / "results" / relative, record)
+    metrics, series = collect(tmp_path / "results")
+    return eb.table(metrics, series), metrics, series
+
+
+def verdicts(frame, experiment):
+    return list(frame[frame["experiment"] == experiment]["verdict"])
+
+
+PICK = "automatic batch size under a memory budget"
+LINEAR = "peak memory linear in the batch size"
+BUCKETS = "length-sorted buckets vs padding each batch"
+PACKED = "packed sequences vs padding each batch"
+EXACT = "masking makes padding exact (equal losses)"
+
+
+def test_autobatch_verdicts(tmp_path):
+    frame, _, _ = table_of(
+        tmp_path,
+        {
+            "a/autobatch/x/cpu-float32.json": autobatch_record(linear),
+            "b/autobatch/x/cpu-float32.json": autobatch_record(small_batches_fastest),
+            "c/autobatch/x/cpu-float32.json": autobatch_record(quadratic, budget_mib=50.0),
+            "d/autobatch/x/cpu-float32.json": autobatch_record(linear, budget_mib=1e6),
+        },
+    )
+    by_run = {run: group for run, group in frame.groupby("run")}
+    assert verdicts(by_run["a"], PICK)[0].startswith("supported: the largest fitting batch B=36")
+    assert verdicts(by_run["a"], LINEAR) == ["supported"]
+    assert verdicts(by_run["b"], PICK)[0].startswith("not supported: B=4 gives")
+    assert verdicts(by_run["c"], LINEAR)[0].startswith("not supported: R^2")
+    assert verdicts(by_run["d"], PICK)[0].startswith("not measured here: the budget never binds")
+    assert "pick B=36" in by_run["a"][by_run["a"]["experiment"] == PICK]["result"].iloc[0]
+
+
+def test_budget_too_small_says_why(tmp_path):
+    reason = "budget_mib=1 is too small: batch 1 already peaks at 3.00 MiB; no batch size fits"
+    record = autobatch_record(None, status="skipped", reason=reason)
+    frame, _, _ = table_of(tmp_path, {"a/autobatch/x/cpu-float32.json": record})
+    assert verdicts(frame, PICK) == [f"not measured here: skipped: {reason}"]
+
+
+def test_varlen_verdicts(tmp_path):
+    frame, _, _ = table_of(
+        tmp_path,
+        {
+            "a/varlen/torch-lstm-nn/cpu-float32.json": varlen_record(
+                "torch-lstm-nn", bucketed_ms=60.0, packed_ms=300.0, packed_kernel=True
+            ),
+            "a/varlen/numpy-lstm-fused/cpu-float32.json": varlen_record(
+                "numpy-lstm-fused", bucketed_ms=99.0, packed_ms=100.0, packed_kernel=False
+            ),
+            "b/varlen/torch-lstm-nn/cpu-float32.json": varlen_record(
+                "torch-lstm-nn", bucketed_ms=60.0, packed_ms=60.0, packed_kernel=True, worst=0.01
+            ),
+        },
+    )
+    a, b = frame[frame["run"] == "a"], frame[frame["run"] == "b"]
+    numpy_rows, torch_rows = (
+        a[a["result"].str.startswith("numpy")],
+        a[a["result"].str.startswith("torch")],
+    )
+    assert verdicts(torch_rows, BUCKETS)[0].startswith("supported: 1.67x")
+    assert verdicts(torch_rows, PACKED)[0].startswith("not supported: slower (0.33x)")
+    assert verdicts(numpy_rows, BUCKETS)[0].startswith("not supported: no clear speedup")
+    assert verdicts(numpy_rows, PACKED)[0].startswith("not measured here: no packed kernel")
+    assert verdicts(a, EXACT)[0].startswith("supported")
+    assert verdicts(b, EXACT)[0].startswith("not supported: 1.0e-02 > tolerance")
+    assert verdicts(b, BUCKETS)[0].startswith("not supported: the losses differ")
+
+
+def test_without_records_every_row_says_not_measured(tmp_path):
+    record = varlen_record("torch-lstm-nn", 60.0, 60.0, True)
+    frame, metrics, series = table_of(tmp_path, {"a/varlen/torch-lstm-nn/cpu-float32.json": record})
+    assert verdicts(frame, PICK) == ["not measured here: no autobatch record"]
+    missing = eb.draw(metrics, series, tmp_path / "figures")
+    assert missing["autobatch"] == "no ok autobatch records" and missing["varlen"] == ""
+    empty = eb.table(metrics.iloc[0:0], series.iloc[0:0])
+    assert set(empty["verdict"].str[:17]) == {"not measured here"}
+
+
+def test_figures_are_drawn(tmp_path):
+    _, metrics, series = table_of(
+        tmp_path,
+        {
+            "a/autobatch/x/cpu-float32.json": autobatch_record(linear),
+            "a/varlen/torch-lstm-nn/cpu-float32.json": varlen_record(
+                "torch-lstm-nn", 60.0, 300.0, True
+            ),
+        },
+    )
+    assert eb.draw(metrics, series, tmp_path / "figures") == {"autobatch": "", "varlen": ""}
+    for name in eb.FIGURES:
+        height, width = matplotlib.image.imread(tmp_path / "figures" / f"{name}.png").shape[:2]
+        assert width >= 600 and height >= 400
