@@ -98,6 +98,8 @@ def measure(args, variant, dataset) -> tuple[dict, dict, list[str]]:
     notes = ["peak_mib: memray, one epoch of a warm stepper above the heap before it"]
     if not ways[-1].packed:
         notes.append(f"{variant.name} has no packed kernel: 'packed' ran padded batches, masked")
+    elif variant.device == "cpu":
+        notes.append("packed input bypasses oneDNN on CPU: torch runs ATen's per-step LSTM")
     return metrics, series, notes
 
 
