@@ -11,7 +11,7 @@ install: $(VENV)/.installed
 
 $(VENV)/.installed: pyproject.toml requirements/lock.txt
 	$(PYTHON) -m venv $(VENV)
-	$(BIN)/pip install --quiet -c requirements/lock.txt -e '.[test]'
+	$(BIN)/pip install --quiet -c requirements/lock.txt -e '.[test,slurm]'
 	touch $@
 
 run: install

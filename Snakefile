@@ -12,6 +12,7 @@ report: "workflow/report/workflow.rst"
 
 
 include: "workflow/rules/common.smk"
+include: "workflow/rules/resources.smk"
 include: "workflow/rules/datasets.smk"
 include: "workflow/rules/verify.smk"
 include: "workflow/rules/train.smk"

@@ -166,3 +166,16 @@ def test_autobatch_command_budget_too_small(tmp_path, monkeypatch, capsys):
     )
     assert record["reason"] in capsys.readouterr().out
     assert record["series"]["batch"] == [1]
+
+
+def test_autobatch_command_with_the_heap_instrument(tmp_path):
+    out = tmp_path / "autobatch.json"
+    argv = ["autobatch", *TINY, "--budget-mib", "0.05", "--max-batch", "64", "--out", str(out)]
+    assert main(argv) == 0
+    record = read_record(out)
+    assert record["status"] == "ok", record["reason"]
+    points = record["series"]
+    assert all(peak > 0 for peak in points["peak_mib"])
+    assert points["fits"] == [peak <= 0.05 for peak in points["peak_mib"]]
+    assert record["metrics"]["pick_peak_mib"] <= 0.05
+    assert any("memray" in note for note in record["notes"])

@@ -19,6 +19,8 @@ rule autobatch:
         seed=config["seed"],
         source=MEASURE_SOURCE,
     threads: all_cores
+    resources:
+        gpu=job_gpus,
     shell:
         "python -m rnnopt autobatch --variant {wildcards.variant} --dtype {wildcards.dtype} "
         "--device {wildcards.device} --phase {params.phase} --seq-len {params.seq_len} "

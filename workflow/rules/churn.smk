@@ -13,11 +13,16 @@ rule churn:
         gc="on|off",
     params:
         seed=config["seed"],
+        timing=timing_flags,
         source=MEASURE_SOURCE,
     threads: all_cores
+    resources:
+        mem_mb=job_mem_mb,
+        runtime=job_runtime_min,
+        gpu=job_gpus,
     shell:
         "python -m rnnopt churn --variant {wildcards.variant} --dtype {wildcards.dtype} "
         "--device {wildcards.device} --batch {wildcards.batch} --seq-len {wildcards.seq_len} "
         "--input-size {wildcards.input_size} --hidden-size {wildcards.hidden_size} "
         "--phase {wildcards.phase} --threads {wildcards.threads} --gc {wildcards.gc} "
-        "--seed {params.seed} --out {output.record} > {log} 2>&1"
+        "--seed {params.seed} {params.timing} --out {output.record} > {log} 2>&1"

@@ -10,6 +10,9 @@ rule dataset:
         variable_length="--variable-length" if config["datasets"]["variable_length"] else "",
         seed=config["seed"],
         source=MEASURE_SOURCE,
+    resources:
+        mem_mb=job_mem_mb,
+        runtime=job_runtime_min,
     shell:
         "python -m rnnopt data make --task {wildcards.task} "
         "--n-sequences {params.n_sequences} --seq-len {params.seq_len} --seed {params.seed} "

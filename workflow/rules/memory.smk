@@ -13,6 +13,10 @@ rule memory:
         inductor_cache=inductor_cache,
         source=MEASURE_SOURCE,
     threads: lambda wildcards: int(wildcards.threads)
+    resources:
+        mem_mb=job_mem_mb,
+        runtime=job_runtime_min,
+        gpu=job_gpus,
     shell:
         "TORCHINDUCTOR_CACHE_DIR={params.inductor_cache} "
         "python -m rnnopt memory --variant {wildcards.variant} --dtype {wildcards.dtype} "

@@ -14,6 +14,10 @@ rule precision:
         ),
         seed=config["seed"],
         source=MEASURE_SOURCE,
+    resources:
+        mem_mb=job_mem_mb,
+        runtime=job_runtime_min,
+        gpu=job_gpus,
     shell:
         "python -m rnnopt precision --variant {wildcards.variant} --dtype {wildcards.dtype} "
         "--device {wildcards.device} {params.shape} --threads 1 --seed {params.seed} "

@@ -59,6 +59,26 @@ rule report:
             caption="../report/roofline.rst",
             category="Figures",
         ),
+        cache_gc_precision=report(
+            "results/report/tables/cache_gc_precision.csv",
+            caption="../report/cache_gc_precision.rst",
+            category="Tables",
+        ),
+        weights_vs_cache=report(
+            "results/report/figures/weights_vs_cache.png",
+            caption="../report/weights_vs_cache.rst",
+            category="Figures",
+        ),
+        gc_churn=report(
+            "results/report/figures/gc_churn.png",
+            caption="../report/gc_churn.rst",
+            category="Figures",
+        ),
+        precision_error=report(
+            "results/report/figures/precision_error.png",
+            caption="../report/precision_error.rst",
+            category="Figures",
+        ),
         batching=report(
             "results/report/tables/batching.csv",
             caption="../report/batching.rst",

@@ -12,6 +12,10 @@ rule train:
         source=MEASURE_SOURCE,
     # Timed: the job takes every core, so nothing runs beside it (--threads sets its pools).
     threads: all_cores
+    resources:
+        mem_mb=job_mem_mb,
+        runtime=job_runtime_min,
+        gpu=job_gpus,
     shell:
         "TORCHINDUCTOR_CACHE_DIR={params.inductor_cache} "
         "python -m rnnopt train --variant {wildcards.variant} --dtype {wildcards.dtype} "

@@ -20,6 +20,8 @@ rule varlen:
         seed=config["seed"],
         source=MEASURE_SOURCE,
     threads: all_cores
+    resources:
+        gpu=job_gpus,
     shell:
         "python -m rnnopt varlen --variant {wildcards.variant} --dtype {wildcards.dtype} "
         "--device {wildcards.device} --task {params.task} --n-sequences {params.n_sequences} "

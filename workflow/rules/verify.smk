@@ -6,6 +6,10 @@ rule verify:
     params:
         inductor_cache=inductor_cache,
         source=MEASURE_SOURCE,
+    resources:
+        mem_mb=job_mem_mb,
+        runtime=job_runtime_min,
+        gpu=job_gpus,
     shell:
         "TORCHINDUCTOR_CACHE_DIR={params.inductor_cache} "
         "python -m rnnopt verify --variant {wildcards.variant} --dtype {wildcards.dtype} "

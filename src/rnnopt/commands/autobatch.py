@@ -12,6 +12,8 @@ status skipped and a one-line reason.
 from __future__ import annotations
 
 import argparse
+import sys
+import traceback
 
 from rnnopt import autobatch
 from rnnopt.autobatch import NothingFits, Point
@@ -126,6 +128,8 @@ def run(args) -> int:
         status, reason, result = "skipped", str(nothing), nothing.search
     except VariantFailed as failure:
         status, reason = status_of(failure.error), str(failure)
+        if status == "failed":  # the variant's traceback goes to the log
+            traceback.print_exception(failure.error, file=sys.stderr)
     notes = []
     if measurer is not None and measurer.instruments:
         notes.append(

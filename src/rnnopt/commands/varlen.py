@@ -12,6 +12,9 @@ difference between the ways' losses says whether they agree (rnnopt.varlen.LOSS_
 
 from __future__ import annotations
 
+import sys
+import traceback
+
 from rnnopt import data, varlen
 from rnnopt.errors import UserError
 from rnnopt.flops import Shape
@@ -120,6 +123,8 @@ def run(args) -> int:
         metrics, series, notes = measure(args, variant, dataset)
     except VariantFailed as failure:
         status, reason = status_of(failure.error), str(failure)
+        if status == "failed":  # the variant's traceback goes to the log
+            traceback.print_exception(failure.error, file=sys.stderr)
     shape = Shape(args.batch, args.seq_len, dataset.x.shape[2], args.hidden_size)
     record = make_record(
         "varlen",

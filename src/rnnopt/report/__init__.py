@@ -12,7 +12,12 @@ from pathlib import Path
 
 import pandas as pd
 
-from rnnopt.report import experiments_batching, table
+from rnnopt.report import (
+    experiments_batching,
+    experiments_memory,
+    experiments_memory_figures,
+    table,
+)
 from rnnopt.report.comparisons import COMPARISONS
 from rnnopt.report.figures import FIGURES, draw_all
 from rnnopt.report.verdicts import GC_SHARE_MATTERS, MEMORY_LOWER, SAME_LOSS, THROUGHPUT_GAIN
@@ -91,6 +96,11 @@ def sections(metrics: pd.DataFrame, tables: dict[str, pd.DataFrame]) -> list[Sec
             tables["checks"],
         ),
         Section("Batching experiments", experiments_batching.ABOUT, tables["batching"]),
+        Section(
+            "Cache, GC and precision experiments",
+            experiments_memory.ABOUT,
+            tables["cache_gc_precision"],
+        ),
         Section("Figures", ""),
     ]
 
@@ -148,11 +158,17 @@ def build(metrics: pd.DataFrame, series: pd.DataFrame, out: str | Path) -> dict[
         "checks": table.checks_table(metrics),
         "batching": experiments_batching.table(metrics, series),
     }
+    tables["cache_gc_precision"] = experiments_memory.table(metrics)
+    tables.update(experiments_memory.point_tables(metrics))
     paths = {}
     for name, frame in tables.items():
         paths[name] = out / "tables" / f"{name}.csv"
         frame.to_csv(paths[name], index=False)
     figures = draw_all(metrics, series, out / "figures")
+    figures.update(experiments_memory_figures.draw(metrics, series, out / "figures"))
+    paths.update(
+        {name: out / "figures" / f"{name}.png" for name in experiments_memory_figures.FIGURES}
+    )
     figures.update(experiments_batching.draw(metrics, series, out / "figures"))
     paths.update(
         {

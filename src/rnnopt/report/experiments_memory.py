@@ -1,0 +1,351 @@
+"""Report of three guide questions: weights against the cache (C13), garbage collection and
+object churn (C2, C12), and precision's effect on the result (C6, C11). One table of rows with
+verdicts (experiment, claim, run, result, verdict) and the per-point tables behind it.
+
+Verdicts, per run (host), by the documented thresholds below:
+- C13, per variant and phase of a hidden-size sweep (profile records at fixed B, T, I and
+  threads with >= MIN_SWEEP_POINTS hidden sizes): supported when the best GFLOP/s with W_hh
+  (4H x H) beyond the host's L3 is below CACHE_DROP times the best with W_hh inside L3; not
+  measured when no point lies beyond L3 (or none inside) or the cache sizes are unknown.
+- C12, per variant of churn records (collector on and off): holds when collections take more
+  than GC_SHARE_MATTERS of the timed time with the collector on AND the mean step time with
+  the collector on is at least GC_SLOWDOWN times the mean with it off. Means, not medians:
+  collections are rare, long pauses that a median hides. A summary row names the variants
+  (and their cyclic garbage per call) where it holds and where it does not.
+- C6 / C11, per variant and dtype other than float64: the loss of precision matters when the
+  hidden states over the long sequence are off the float64 reference by more than
+  OUTPUT_ERROR_MATTERS (absolute; h is in [-1, 1]) or the held-out loss after the same
+  training differs from the float64 run's by more than SAME_LOSS (relative).
+"""
+
+from __future__ import annotations
+
+import pandas as pd
+
+from rnnopt.report import wide
+from rnnopt.report.verdicts import GC_SHARE_MATTERS, SAME_LOSS
+
+CACHE_DROP = 0.70  # beyond L3 below 70% of the best GFLOP/s inside the caches: a visible drop
+MIN_SWEEP_POINTS = 3  # hidden sizes that make a sweep
+GC_SLOWDOWN = 1.05  # mean step with the collector on >= 1.05x the mean with it off
+OUTPUT_ERROR_MATTERS = 1e-2  # max |h - h_float64| above 1% of tanh's range
+ITEMSIZE = {"float64": 8, "float32": 4, "bfloat16": 2, "float16": 2}
+CACHE_LEVELS = (("l1d", "L1d"), ("l2", "L2"), ("l3", "L3"))
+COLUMNS = ["experiment", "claim", "run", "result", "verdict"]
+NONE = "-"
+ABOUT = (
+    "Weights against the cache (C13): a hidden-size sweep at fixed B, T and I; GFLOP/s from "
+    "the analytic FLOP count; W_hh bytes = 4H*H*itemsize, weight bytes per step = "
+    "(4H*(I+H) + 8H)*itemsize (every weight and bias read once per step); cache sizes of one "
+    "core from the host (sysfs). Verdict: supported when the best GFLOP/s beyond L3 is below "
+    f"{CACHE_DROP:.0%} of the best inside L3. GC and churn (C2, C12): each variant timed in "
+    "fresh processes with the cyclic collector on and off (off: disabled during the timed "
+    "calls, collected between them, untimed); cyclic garbage: objects gc.collect() finds "
+    "unreachable after a call (what reference counting cannot free). Verdict: C12 holds when "
+    f"collections take over {GC_SHARE_MATTERS:.0%} of the time and the mean step is "
+    f">= {GC_SLOWDOWN}x slower with the collector on. Precision (C6, C11): error against "
+    "the float64 reference over one long sequence and the held-out loss after the same "
+    f"training; the loss of precision matters above {OUTPUT_ERROR_MATTERS:g} absolute error "
+    f"in h or a held-out loss off the float64 run's by more than {SAME_LOSS:.0%}."
+)
+
+
+def _ok(metrics: pd.DataFrame, kind: str) -> pd.DataFrame:
+    frame = wide.records(metrics, kind)
+    return frame[frame["status"] == "ok"]
+
+
+def _number(value) -> float | None:
+    return None if value is None or pd.isna(value) else float(value)
+
+
+def format_bytes(n: float) -> str:
+    for unit, size in (("GiB", 2**30), ("MiB", 2**20), ("KiB", 2**10)):
+        if n >= size:
+            return f"{n / size:.3g} {unit}"
+    return f"{n:.0f} B"
+
+
+def _runs(metrics: pd.DataFrame) -> list[str]:
+    return sorted(metrics["run"].dropna().unique()) or [NONE]
+
+
+# ---------------------------------------------------------------- weights against the cache
+
+
+def cache_points(metrics: pd.DataFrame) -> pd.DataFrame:
+    """Profile records of every hidden-size sweep, one row per point, with W_hh bytes, weight
+    bytes per step and the smallest cache level W_hh fits in ('beyond L3' if none)."""
+    profile = _ok(metrics, "profile")
+    keys = ["run", "variant", "dtype", "device", "phase", "threads", "batch", "seq_len"]
+    keys.append("input_size")
+    if profile.empty:
+        return profile.assign(w_hh_bytes=[], weight_bytes_per_step=[], level=[])
+    sizes = profile.groupby(keys, dropna=False)["hidden_size"].transform("nunique")
+    sweep = profile[sizes >= MIN_SWEEP_POINTS].copy()
+    H = sweep["hidden_size"].astype(float)
+    itemsize = sweep["dtype"].map(ITEMSIZE).astype(float)
+    sweep["w_hh_bytes"] = 4 * H * H * itemsize
+    weights = 4 * H * (sweep["input_size"].astype(float) + H) + 8 * H
+    sweep["weight_bytes_per_step"] = weights * itemsize
+    sweep["level"] = [_level(row) for _, row in sweep.iterrows()]
+    return sweep.sort_values([*keys, "hidden_size"]).reset_index(drop=True)
+
+
+def _level(row) -> str | None:
+    """'L1d' / 'L2' / 'L3': the smallest cache W_hh fits in; 'beyond L3'; None if unknown."""
+    sizes = [(name, _number(row.get(f"{key}_bytes"))) for key, name in CACHE_LEVELS]
+    if any(size is None for _, size in sizes):
+        return None
+    for name, size in sizes:
+        if row["w_hh_bytes"] <= size:
+            return name
+    return "beyond L3"
+
+
+def cache_verdict(points: pd.DataFrame) -> tuple[str, str]:
+    """(result, verdict) of one sweep (one run, variant, dtype, phase, threads)."""
+    cells = [
+        f"H={int(r.hidden_size)} ({format_bytes(r.w_hh_bytes)}, {r.level or '?'}) {r.gflops:.1f}"
+        for r in points.itertuples()
+    ]
+    result = "GFLOP/s by H (W_hh, where it fits): " + "; ".join(cells)
+    if points["level"].isna().any():
+        return result, "not measured here: the host's cache sizes are unknown"
+    inside = points.loc[points["level"] != "beyond L3", "gflops"]
+    beyond = points.loc[points["level"] == "beyond L3", "gflops"]
+    if inside.empty or beyond.empty:
+        where = "beyond" if beyond.empty else "inside"
+        return result, f"not measured here: no hidden size with W_hh {where} L3"
+    ratio = beyond.max() / inside.max()
+    result += f"; best beyond L3 / best inside {ratio:.2f}x"
+    if ratio < CACHE_DROP:
+        return result, f"supported: a drop at the L3 boundary ({ratio:.2f}x < {CACHE_DROP})"
+    return result, f"not supported: no drop at the L3 boundary ({ratio:.2f}x >= {CACHE_DROP})"
+
+
+def cache_rows(metrics: pd.DataFrame, run: str) -> list[dict]:
+    points = cache_points(metrics)
+    points = points[points["run"] == run]
+    rows = []
+    for (variant, dtype, phase, threads), group in points.groupby(
+        ["variant", "dtype", "phase", "threads"], sort=True
+    ):
+        result, verdict = cache_verdict(group)
+        first = group.iloc[0]
+        fixed = f"B={first['batch']} T={first['seq_len']} I={first['input_size']}"
+        rows.append(
+            {
+                "experiment": f"weights vs cache: {variant} {wide.DTYPE_SHORT[dtype]} {phase}, "
+                f"{fixed}, {threads} thread{'s' if threads > 1 else ''}",
+                "claim": "C13",
+                "result": result,
+                "verdict": verdict,
+            }
+        )
+    if not rows:
+        rows.append(_missing("weights vs cache (hidden-size sweep)", "C13", "no sweep records"))
+    return rows
+
+
+def _missing(experiment: str, claim: str, why: str) -> dict:
+    return {
+        "experiment": experiment,
+        "claim": claim,
+        "result": NONE,
+        "verdict": f"not measured here: {why}",
+    }
+
+
+# ---------------------------------------------------------------- garbage collection
+
+
+def gc_pairs(metrics: pd.DataFrame) -> pd.DataFrame:
+    """Churn records side by side, one row per (run, variant, dtype, shape, phase, threads):
+    columns <metric>_on and <metric>_off."""
+    churn = _ok(metrics, "churn")
+    if churn.empty or "gc_enabled" not in churn:
+        return pd.DataFrame()
+    keys = ["run", "variant", "dtype", "device", "phase", "threads"]
+    keys += ["batch", "seq_len", "input_size", "hidden_size"]
+    on, off = churn[churn["gc_enabled"] == 1], churn[churn["gc_enabled"] == 0]
+    return on.merge(off, on=keys, suffixes=("_on", "_off"))
+
+
+def gc_holds(row) -> bool:
+    """C12 for one pair: collections over GC_SHARE_MATTERS of the time, and a slower mean."""
+    slowdown = row["time_ms.mean_on"] / row["time_ms.mean_off"]
+    return row["gc.share_on"] > GC_SHARE_MATTERS and slowdown >= GC_SLOWDOWN
+
+
+def gc_result(row) -> str:
+    calls = int(row["time_ms.n_on"])
+    slowdown = row["time_ms.mean_on"] / row["time_ms.mean_off"]
+    collections = "/".join(str(int(row[f"gc.gen{g}_on"])) for g in range(3))
+    return (
+        f"collector on / off: median {row['time_ms.median_on']:.2f} / "
+        f"{row['time_ms.median_off']:.2f} ms, mean {row['time_ms.mean_on']:.2f} / "
+        f"{row['time_ms.mean_off']:.2f} ms ({slowdown:.2f}x); "
+        f"GC {row['gc.share_on']:.1%} of the timed time, {collections} collections of "
+        f"generations 0/1/2 in {calls} calls; "
+        f"{row['objects.cyclic_garbage_per_call_on']:.0f} cyclic garbage objects per call, "
+        f"gen0 counter +{row['objects.gen0_growth_per_step_on']:.1f} per step"
+    )
+
+
+def gc_rows(metrics: pd.DataFrame, run: str) -> list[dict]:
+    pairs = gc_pairs(metrics)
+    pairs = pairs[pairs["run"] == run] if not pairs.empty else pairs
+    if pairs.empty:
+        return [_missing("garbage collection and object churn", "C2, C12", "no churn records")]
+    rows, holds, not_holds = [], [], []
+    for _, row in pairs.iterrows():
+        name = f"{row['variant']} {wide.DTYPE_SHORT[row['dtype']]}"
+        garbage = f"{row['objects.cyclic_garbage_per_call_on']:.0f} cyclic garbage/call"
+        slowdown = row["time_ms.mean_on"] / row["time_ms.mean_off"]
+        holds_here = gc_holds(row)
+        (holds if holds_here else not_holds).append(f"{name} ({garbage})")
+        verdict = (
+            f"supported: GC {row['gc.share_on']:.1%} of the time, {slowdown:.2f}x slower mean"
+            if holds_here
+            else f"not supported: GC {row['gc.share_on']:.1%} of the time, mean "
+            f"{slowdown:.2f}x with the collector on"
+        )
+        rows.append(
+            {
+                "experiment": f"GC on vs off: {name} {row['phase']}, {wide.shape_label(row)}",
+                "claim": "C2, C12",
+                "result": gc_result(row),
+                "verdict": verdict,
+            }
+        )
+    rows.append(
+        {
+            "experiment": "GC: when C12 holds",
+            "claim": "C12",
+            "result": "holds for: "
+            + (", ".join(holds) or "none")
+            + "; not for: "
+            + (", ".join(not_holds) or "none"),
+            "verdict": f"supported for {len(holds)} of {len(pairs)} variants"
+            if holds
+            else "not supported for any variant measured",
+        }
+    )
+    return rows
+
+
+# ---------------------------------------------------------------- precision
+
+
+def precision_points(metrics: pd.DataFrame) -> pd.DataFrame:
+    """Precision records with the held-out loss of the same variant and dtype after training
+    (train records, base setting, any task: the first by task name) and of float64."""
+    precision = _ok(metrics, "precision")
+    train = _ok(metrics, "train")
+    if precision.empty:
+        return precision
+    loss_metric = "heldout_loss" if "heldout_loss" in train else "final_loss"
+    base = train[train["setting"].isin(["base"])] if not train.empty else train
+    base = base.sort_values("task").drop_duplicates(["run", "variant", "dtype", "device"])
+    held = base[["run", "variant", "dtype", "device", "task", loss_metric]].rename(
+        columns={loss_metric: "heldout"}
+    )
+    frame = precision.merge(held, on=["run", "variant", "dtype", "device"], how="left")
+    reference = held[held["dtype"] == "float64"].drop(columns=["dtype", "task"])
+    frame = frame.merge(
+        reference.rename(columns={"heldout": "heldout_f64"}),
+        on=["run", "variant", "device"],
+        how="left",
+    )
+    frame["loss_metric"] = loss_metric
+    for kind, metric, column in (
+        ("profile", "time_ms.median", "step_ms"),
+        ("memory", "peak_mib", "peak_mib"),
+    ):
+        frame = frame.merge(_at_anchor(_ok(metrics, kind), metric, column), how="left")
+    return frame.reset_index(drop=True)
+
+
+def _at_anchor(frame: pd.DataFrame, metric: str, column: str) -> pd.DataFrame:
+    """`metric` as `column` per (run, variant, dtype, device) at the small anchor shape
+    (wide.NAMED_SHAPES), step phase, fewest threads: the speed and memory beside precision."""
+    keys = ["run", "variant", "dtype", "device"]
+    if frame.empty or metric not in frame:
+        return pd.DataFrame(columns=[*keys, column])
+    small = next(shape for shape, name in wide.NAMED_SHAPES.items() if name == "small")
+    at = frame[[tuple(int(r[k]) for k in wide.SHAPE_KEYS) == small for _, r in frame.iterrows()]]
+    at = wide.preferred(at)
+    at = at[at["phase"] == "step"] if not at.empty else at
+    return at[[*keys, metric]].drop_duplicates(keys).rename(columns={metric: column})
+
+
+def precision_verdict(row) -> str:
+    if row["dtype"] == "float64":
+        return "reference dtype"
+    error = row["output.max_abs_error"]
+    change = None
+    if _number(row.get("heldout")) is not None and _number(row.get("heldout_f64")):
+        change = (row["heldout"] - row["heldout_f64"]) / abs(row["heldout_f64"])
+    reasons = []
+    if error > OUTPUT_ERROR_MATTERS:
+        reasons.append(f"h off by {error:.1e} > {OUTPUT_ERROR_MATTERS:g}")
+    if change is not None and abs(change) > SAME_LOSS:
+        reasons.append(f"held-out loss {change:+.1%} vs float64")
+    if reasons:
+        return "precision lost: " + "; ".join(reasons)
+    loss = f", held-out loss {change:+.1%} vs float64" if change is not None else ""
+    suffix = "" if change is not None else " (no float64 training run to compare the loss)"
+    return f"no loss that matters: h within {error:.1e}{loss}{suffix}"
+
+
+def precision_rows(metrics: pd.DataFrame, run: str) -> list[dict]:
+    points = precision_points(metrics)
+    points = points[points["run"] == run] if not points.empty else points
+    if points.empty:
+        return [_missing("precision over a long sequence", "C6, C11", "no precision records")]
+    rows = []
+    for _, row in points.iterrows():
+        heldout = _number(row.get("heldout"))
+        loss = f"; held-out {row['loss_metric']} {heldout:.4g} ({row['task']})" if heldout else ""
+        growth = _number(row.get("output.growth"))
+        result = (
+            f"T={row['seq_len']}: max |h - h_f64| {row['output.max_abs_error']:.2e} "
+            f"(last step {row['output.last_step_abs_error']:.2e}"
+            + (f", last/first tenth {growth:.2g}x" if growth is not None else "")
+            + f"), worst gradient {row['gradients.worst']:.2e} relative{loss}"
+        )
+        for column, text in (("step_ms", "step {:.3g} ms"), ("peak_mib", "peak {:.3g} MiB")):
+            if _number(row.get(column)) is not None:
+                result += "; " + text.format(row[column]) + " (small anchor)"
+        rows.append(
+            {
+                "experiment": f"precision: {wide.label(row)}",
+                "claim": "C6, C11",
+                "result": result,
+                "verdict": precision_verdict(row),
+            }
+        )
+    return rows
+
+
+def table(metrics: pd.DataFrame) -> pd.DataFrame:
+    """experiment, claim, run, result, verdict: the three experiments of every run."""
+    rows = []
+    for run in _runs(metrics):
+        for part in (cache_rows, gc_rows, precision_rows):
+            rows += [{"run": run, **row} for row in part(metrics, run)]
+    return pd.DataFrame(rows, columns=COLUMNS)
+
+
+def point_tables(metrics: pd.DataFrame) -> dict[str, pd.DataFrame]:
+    """The numbers behind the rows: weights_vs_cache, gc_churn, precision (CSV tables)."""
+    cache = cache_points(metrics)
+    cache_columns = ["run", "variant", "dtype", "phase", "threads", *wide.SHAPE_KEYS]
+    cache_columns += ["w_hh_bytes", "weight_bytes_per_step", "level", "time_ms.median", "gflops"]
+    precision = precision_points(metrics)
+    return {
+        "weights_vs_cache": cache[cache_columns] if not cache.empty else pd.DataFrame(),
+        "gc_churn": gc_pairs(metrics),
+        "precision": precision,
+    }
