@@ -8,34 +8,26 @@ Rows, per run (host), each judged by the thresholds below:
 - memory linear in B: supported when the least-squares fit peak ~ a + b*B has R^2 >=
   LINEAR_R2 over the points tried.
 - length-sorted buckets and packed sequences vs padding to each batch's longest: supported
-  when the epoch-time interval is above 1x (padded median + IQR/2 lower end over candidate
-  median + IQR/2 ... as the comparison table) and the losses agree; a variant without a packed
-  kernel (masking) gets no verdict on speed: it computes every padded step.
+  when the epoch-time speedup interval lies above 1x and the losses agree; the interval, as in
+  the comparison table: (padded median -+ IQR/2) / (candidate median +- IQR/2). A variant
+  without a packed kernel (masking) gets no verdict on speed: it computes every padded step.
 - padding made exact by masking: supported when the three ways' epoch losses agree within
   rnnopt.varlen.LOSS_RTOL of the dtype.
-A run without these records gets rows saying "not measured here".
+A run without these records gets rows saying "not measured here". Figures:
+rnnopt.report.experiments_batching_figures.
 """
 
 from __future__ import annotations
 
-from pathlib import Path
+import pandas as pd
 
-import matplotlib
+from rnnopt.report import wide
+from rnnopt.report.experiments_batching_figures import FIGURES, draw, points_of
 
-matplotlib.use("Agg")
-
-import matplotlib.pyplot as plt  # noqa: E402
-import matplotlib.ticker  # noqa: E402
-import numpy as np  # noqa: E402
-import pandas as pd  # noqa: E402
-import seaborn as sns  # noqa: E402
-
-from rnnopt.report import wide  # noqa: E402
+__all__ = ["ABOUT", "FIGURES", "draw", "table"]
 
 LINEAR_R2 = 0.98  # peak vs B this close to a line: the linear memory model holds
 SAME_THROUGHPUT = 0.05  # the largest fitting batch within 5% of the best fitting one's tokens/s
-WAYS = ("padded", "bucketed", "packed")
-FIGURES = ("autobatch", "varlen")
 ABOUT = (
     "Automatic batch size: every batch tried (doubling, then probes guided by a linear fit of "
     "the peak against B), tokens/s by the timing protocol, peak heap by rnnopt.heap; the pick "
@@ -45,7 +37,6 @@ ABOUT = (
     f"{LINEAR_R2} for a linear memory model; epoch-time interval above 1x with equal losses; "
     "losses within the dtype's tolerance (rnnopt.varlen.LOSS_RTOL)."
 )
-DPI = 110
 NONE = "-"
 
 
@@ -56,13 +47,6 @@ def _runs(metrics: pd.DataFrame) -> list[str]:
 def _value(row, name: str):
     value = row.get(name)
     return None if value is None or pd.isna(value) else value
-
-
-def _points(series: pd.DataFrame, source: str) -> pd.DataFrame:
-    """batch, tokens_per_s, peak_mib, fits of one autobatch record, in the order tried."""
-    rows = series[series["source"] == source]
-    table = rows.pivot(index="step", columns="series", values="value")
-    return table.reindex(columns=["batch", "tokens_per_s", "peak_mib", "fits"])
 
 
 def _autobatch_rows(row, points: pd.DataFrame) -> list[dict]:
@@ -170,7 +154,7 @@ def table(metrics: pd.DataFrame, series: pd.DataFrame) -> pd.DataFrame:
     for run in _runs(metrics):
         found = []
         for _, row in auto[auto["run"] == run].iterrows():
-            found += _autobatch_rows(row, _points(series, row["source"]))
+            found += _autobatch_rows(row, points_of(series, row["source"]))
         if auto[auto["run"] == run].empty:
             found += [
                 {
@@ -193,124 +177,3 @@ def table(metrics: pd.DataFrame, series: pd.DataFrame) -> pd.DataFrame:
             ]
         rows += [{"run": run, **entry} for entry in found]
     return pd.DataFrame(rows, columns=["experiment", "guide", "run", "result", "verdict"])
-
-
-class NoData(Exception):
-    """The records a figure needs are not there; the message says which."""
-
-
-def autobatch_figure(metrics: pd.DataFrame, series: pd.DataFrame):
-    """Per autobatch record: tokens/s (top) and peak MiB (bottom) against B, every point tried,
-    the linear fit, the budget line and the pick."""
-    auto = wide.records(metrics, "autobatch")
-    auto = auto[auto["status"] == "ok"]
-    if auto.empty:
-        raise NoData("no ok autobatch records")
-    fig, axes = plt.subplots(2, len(auto), figsize=(6.5 * len(auto), 7), squeeze=False)
-    for column, (_, row) in enumerate(auto.iterrows()):
-        points = _points(series, row["source"]).sort_values("batch")
-        top, bottom = axes[0, column], axes[1, column]
-        fits = points["fits"] == 1
-        for ax, y in ((top, "tokens_per_s"), (bottom, "peak_mib")):
-            ax.plot(points["batch"], points[y], color="grey", lw=0.8, zorder=1)
-            ax.scatter(points.loc[fits, "batch"], points.loc[fits, y], label="fits", zorder=2)
-            ax.scatter(
-                points.loc[~fits, "batch"],
-                points.loc[~fits, y],
-                marker="x",
-                color="tab:red",
-                label="over budget",
-                zorder=2,
-            )
-            pick = points[points["batch"] == row["pick_batch"]]
-            ax.scatter(
-                pick["batch"],
-                pick[y],
-                marker="*",
-                s=250,
-                color="gold",
-                edgecolor="black",
-                label=f"pick B={int(row['pick_batch'])}",
-                zorder=3,
-            )
-            ax.set_xscale("log", base=2)
-            ax.xaxis.set_major_formatter(matplotlib.ticker.ScalarFormatter())
-        batches = np.linspace(1, points["batch"].max(), 100)
-        if pd.notna(row.get("fit.r2")):
-            bottom.plot(
-                batches,
-                row["fit.intercept_mib"] + row["fit.slope_mib_per_batch"] * batches,
-                ls=":",
-                color="black",
-                label=f"fit, R^2 {row['fit.r2']:.4f}",
-            )
-        bottom.axhline(
-            row["budget_mib"], color="tab:red", ls="--", label=f"budget {row['budget_mib']:g} MiB"
-        )
-        top.set_title(
-            f"{row['run']}: {wide.label(row)} {row['phase']}, "
-            f"T={row['seq_len']} I={row['input_size']} H={row['hidden_size']}"
-        )
-        top.set_ylabel("tokens/s (timing protocol)")
-        bottom.set_ylabel("peak heap, MiB (rnnopt.heap)")
-        bottom.set_xlabel("batch size B (log scale)")
-        top.legend(fontsize=7)
-        bottom.legend(fontsize=7)
-    fig.suptitle("Automatic batch size: every measured point, the budget and the pick")
-    return fig
-
-
-def varlen_figure(metrics: pd.DataFrame, series: pd.DataFrame):
-    """Epoch time, padding fraction and peak heap per way of batching, per variant."""
-    varlen = wide.records(metrics, "varlen")
-    varlen = wide.with_labels(varlen[varlen["status"] == "ok"])
-    if varlen.empty:
-        raise NoData("no ok varlen records")
-    if varlen["run"].nunique() > 1:
-        varlen["label"] = varlen["label"] + " (" + varlen["run"] + ")"
-    long = pd.DataFrame(
-        [
-            {
-                "variant": row["label"],
-                "way": way,
-                "epoch ms": row[f"{way}.epoch_ms.median"],
-                "padding fraction": row[f"{way}.padding_fraction"],
-                "peak MiB": row[f"{way}.peak_mib"],
-            }
-            for _, row in varlen.iterrows()
-            for way in WAYS
-        ]
-    )
-    fig, axes = plt.subplots(1, 3, figsize=(15, 4.8))
-    for ax, y in zip(axes, ("epoch ms", "padding fraction", "peak MiB"), strict=True):
-        sns.barplot(data=long, x="variant", y=y, hue="way", hue_order=WAYS, ax=ax)
-        ax.set_xlabel("")
-        ax.tick_params(axis="x", labelsize=8)
-    first = varlen.iloc[0]
-    axes[0].set_ylabel("median time per epoch, ms")
-    axes[1].set_ylabel("padded / computed tokens (wasted FLOPs)")
-    axes[2].set_ylabel("peak heap of one epoch, MiB (memray)")
-    fig.suptitle(
-        f"Variable-length batching: {first['task']}, B={first['batch']}, T<={first['seq_len']}, "
-        f"H={first['hidden_size']}; packed = masked where no packed kernel exists"
-    )
-    return fig
-
-
-def draw(metrics: pd.DataFrame, series: pd.DataFrame, out_dir: str | Path) -> dict[str, str]:
-    """Write out_dir/autobatch.png and varlen.png; name -> "" or why it holds no data."""
-    out_dir = Path(out_dir)
-    out_dir.mkdir(parents=True, exist_ok=True)
-    missing = {}
-    for name, make in (("autobatch", autobatch_figure), ("varlen", varlen_figure)):
-        try:
-            fig, missing[name] = make(metrics, series), ""
-        except NoData as why:
-            fig, ax = plt.subplots(figsize=(8, 3))
-            ax.axis("off")
-            ax.text(0.5, 0.5, f"Not drawn: {why}", ha="center", va="center")
-            missing[name] = str(why)
-        fig.tight_layout()
-        fig.savefig(out_dir / f"{name}.png", dpi=DPI)
-        plt.close(fig)
-    return missing
