@@ -31,16 +31,16 @@ def autobatch_record(measure, budget_mib=20.0, max_batch=256, status="ok", reaso
     )
 
 
-def way(median_ms, iqr_ms, padding, packed=False):
+def way(median_ms, iqr_ms, padding, packed=False, epochs=5):
     return {"padding_fraction": padding, "packed_kernel": packed, "peak_mib": 1.0,
             "epoch_ms": {"median": median_ms, "iqr": iqr_ms, "min": median_ms,
-                         "mean": median_ms, "n": 5}}  # fmt: skip
+                         "mean": median_ms, "n": epochs}}  # fmt: skip
 
 
-def varlen_record(variant, bucketed_ms, packed_ms, packed_kernel, worst=1e-8):
+def varlen_record(variant, bucketed_ms, packed_ms, packed_kernel, worst=1e-8, epochs=5):
     metrics = {
-        "padded": way(100.0, 2.0, 0.4),
-        "bucketed": way(bucketed_ms, 2.0, 0.08),
+        "padded": way(100.0, 2.0, 0.4, epochs=epochs),
+        "bucketed": way(bucketed_ms, 2.0, 0.08, epochs=epochs),
         "packed": way(packed_ms, 2.0, 0.0 if packed_kernel else 0.4, packed_kernel),
         "loss_max_rel_diff": worst,
         "loss_rtol": 1e-4,
@@ -121,6 +121,9 @@ def test_varlen_verdicts(tmp_path):
             "b/varlen/torch-lstm-nn/cpu-float32.json": varlen_record(
                 "torch-lstm-nn", bucketed_ms=60.0, packed_ms=60.0, packed_kernel=True, worst=0.01
             ),
+            "c/varlen/torch-lstm-nn/cpu-float32.json": varlen_record(
+                "torch-lstm-nn", bucketed_ms=60.0, packed_ms=60.0, packed_kernel=True, epochs=1
+            ),
         },
     )
     a, b = frame[frame["run"] == "a"], frame[frame["run"] == "b"]
@@ -135,6 +138,8 @@ def test_varlen_verdicts(tmp_path):
     assert verdicts(a, EXACT)[0].startswith("supported")
     assert verdicts(b, EXACT)[0].startswith("not supported: 1.0e-02 > tolerance")
     assert verdicts(b, BUCKETS)[0].startswith("not supported: the losses differ")
+    c = frame[frame["run"] == "c"]
+    assert verdicts(c, BUCKETS) == ["not measured here: fewer than 3 timed epochs"]
 
 
 def test_without_records_every_row_says_not_measured(tmp_path):

@@ -11,6 +11,7 @@ Rows, per run (host), each judged by the thresholds below:
   when the epoch-time speedup interval lies above 1x and the losses agree; the interval, as in
   the comparison table: (padded median -+ IQR/2) / (candidate median +- IQR/2). A variant
   without a packed kernel (masking) gets no verdict on speed: it computes every padded step.
+  Neither does a record with fewer than MIN_TIMED_EPOCHS timed epochs.
 - padding made exact by masking: supported when the three ways' epoch losses agree within
   rnnopt.varlen.LOSS_RTOL of the dtype.
 A run without these records gets rows saying "not measured here". Figures:
@@ -28,6 +29,7 @@ __all__ = ["ABOUT", "FIGURES", "draw", "table"]
 
 LINEAR_R2 = 0.98  # peak vs B this close to a line: the linear memory model holds
 SAME_THROUGHPUT = 0.05  # the largest fitting batch within 5% of the best fitting one's tokens/s
+MIN_TIMED_EPOCHS = 3  # fewer epochs give no spread: no speed verdict
 ABOUT = (
     "Automatic batch size: every batch tried (doubling, then probes guided by a linear fit of "
     "the peak against B), tokens/s by the timing protocol, peak heap by rnnopt.heap; the pick "
@@ -134,6 +136,8 @@ def _varlen_rows(row) -> list[dict]:
             verdict = "not measured here: no packed kernel; masking computes every padded step"
         elif not agree:
             verdict = "not supported: the losses differ (see the exactness row)"
+        elif min(row["padded.epoch_ms.n"], row[f"{way}.epoch_ms.n"]) < MIN_TIMED_EPOCHS:
+            verdict = f"not measured here: fewer than {MIN_TIMED_EPOCHS} timed epochs"
         elif low > 1:
             verdict = f"supported: {median:.2f}x faster per epoch"
         elif high < 1:
