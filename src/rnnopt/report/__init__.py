@@ -20,20 +20,30 @@ from rnnopt.report import (
 )
 from rnnopt.report.comparisons import COMPARISONS
 from rnnopt.report.figures import FIGURES, draw_all
-from rnnopt.report.verdicts import GC_SHARE_MATTERS, MEMORY_LOWER, SAME_LOSS, THROUGHPUT_GAIN
+from rnnopt.report.verdicts import (
+    GC_SHARE_MATTERS,
+    LEARNED_RATIO,
+    MEMORY_LOWER,
+    SAME_LOSS,
+    THROUGHPUT_GAIN,
+)
 
-TABLES = ("comparison", "verification", "variants", "checks")
+TABLES = ("comparison", "verification", "variants", "memory", "checks")
 
 HOW_TO_READ = (
     "Speedup: baseline median time / candidate median time, from profile records of both at "
     "the same shape, phase and thread count, at the anchor (step phase, fewest threads); over "
     "several shapes the geometric mean, and in brackets the range of the per-shape intervals "
     "(baseline +- IQR/2 over candidate -+ IQR/2). Peak memory: candidate / baseline peak_mib "
-    "of memory records. Loss: relative change of the final training loss, same initial "
-    "weights and batches. Verdict: supported when every criterion of the row holds (speed: "
+    "of memory records. Loss: relative change of the final held-out loss (a split of the "
+    "dataset never trained on), same initial weights and batches, same number of steps; the "
+    "training rows show each run's held-out loss and its share of the predict-the-mean "
+    "baseline. Verdict: supported when every criterion of the row holds (speed: "
     f"interval above 1x; memory: below {MEMORY_LOWER}x; loss: within {SAME_LOSS:.0%}; GC: over "
     f"{GC_SHARE_MATTERS:.0%} of the baseline's time; batch size: best >= {THROUGHPUT_GAIN}x "
-    "the smallest's tokens/s); not measured here, with the reason, when the records are "
+    f"the smallest's tokens/s; learned: every compared run's held-out loss at most "
+    f"{LEARNED_RATIO:.0%} of the predict-the-mean baseline; clipping: clip-off diverges and "
+    "clip-on ends below that baseline); not measured here, with the reason, when the records are "
     "missing, skipped, failed, or a compared variant failed verification."
 )
 
@@ -90,9 +100,24 @@ def sections(metrics: pd.DataFrame, tables: dict[str, pd.DataFrame]) -> list[Sec
             tables["variants"],
         ),
         Section(
+            "Memory",
+            "Every memory record. Peak: the heap bytes of a fresh runner built and called "
+            "once, above the heap before it, at the allocator level by one instrument for "
+            "every framework (memray on CPU, torch.cuda on a GPU), after a warm-up runner paid "
+            "the libraries' one-time buffers (shown apart); kept: what the runner holds "
+            "between steps; minimum: the analytic BPTT floor (activations, outputs, "
+            "gradients). Only this peak enters the comparison's memory ratios. tracemalloc "
+            "(numpy buffers per time step) and the RSS timeline are secondary instruments.",
+            tables["memory"],
+        ),
+        Section(
             "Measurement checks",
-            "GEMM peaks (GFLOP/s) and the timer cross-check "
-            "(our median / torch.utils.benchmark's; agrees within 10%).",
+            "GEMM ceilings (GFLOP/s per library and dtype; the best library of a dtype is the "
+            "host's ceiling that '% of peak' divides by), the theoretical FMA peak at the "
+            "nominal clock beside them (a boosting core can exceed it), and the timer "
+            "cross-check per shape: ratio = our median of blocks of Timer's size / "
+            "torch.utils.benchmark's blocked median (agrees within 10%); ratio_per_call uses "
+            "our per-call median, tail = our mean / median.",
             tables["checks"],
         ),
         Section("Batching experiments", experiments_batching.ABOUT, tables["batching"]),
@@ -155,6 +180,7 @@ def build(metrics: pd.DataFrame, series: pd.DataFrame, out: str | Path) -> dict[
         "comparison": table.comparison_table(metrics),
         "verification": table.verification_table(metrics),
         "variants": table.variants_table(metrics),
+        "memory": table.memory_table(metrics),
         "checks": table.checks_table(metrics),
         "batching": experiments_batching.table(metrics, series),
     }
