@@ -140,7 +140,8 @@ def train(variant, dataset, config: TrainConfig, progress: bool | None = None) -
         final = curves["heldout_loss"][-1], curves["heldout_metric"][-1]
         metrics["heldout_loss"], metrics["final_metric"] = final
         metrics[f"final_{loss_fn.metric_name}"] = final[1]
-        metrics["heldout_loss_ratio"] = final[0] / metrics["heldout_baseline_loss"]
+        if metrics["heldout_baseline_loss"] > 0:  # 0 only for constant targets
+            metrics["heldout_loss_ratio"] = final[0] / metrics["heldout_baseline_loss"]
         notes.append(f"final_metric = final_{loss_fn.metric_name} on the held-out split")
     del curves["heldout_metric"]
     metrics["peak_rss_mb"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
