@@ -165,11 +165,16 @@ def test_gc_rule_needs_both_a_share_and_a_slower_mean():
 
 
 def test_precision_verdict_rules():
-    row = {"dtype": "bfloat16", "output.max_abs_error": 3e-3, "heldout": 1.02, "heldout_f64": 1.0}
+    row = {"dtype": "bfloat16", "output.max_abs_error": 3e-3, "heldout": 1.02}
+    row |= {"heldout_float64": 1.0, "heldout_float32": 1.1}
     assert experiments.precision_verdict(row).startswith("no loss that matters")
     assert "h off by" in experiments.precision_verdict(row | {"output.max_abs_error": 0.05})
     worse = experiments.precision_verdict(row | {"heldout": 1.2})
     assert worse == "precision lost: held-out loss +20.0% vs float64"
+    no_f64 = experiments.precision_verdict(row | {"heldout_float64": None, "heldout": 1.32})
+    assert no_f64 == "precision lost: held-out loss +20.0% vs float32"
+    single = row | {"dtype": "float32", "heldout_float64": None}
+    assert "no more precise training run" in experiments.precision_verdict(single)
     assert experiments.precision_verdict(row | {"dtype": "float64"}) == "reference dtype"
 
 

@@ -34,6 +34,7 @@ from rnnopt.harness import (
     prepare,
     record_fields,
     shape_of,
+    uses_torch,
     write_failure,
 )
 from rnnopt.records import make_record, write_record
@@ -124,7 +125,7 @@ def timed(args, variant, runner) -> dict:
 
 def run(args) -> int:
     check_variant_name(args.variant)
-    threads = apply_threads(args.threads)
+    threads = apply_threads(args.threads, use_torch=uses_torch(args.variant))
     variant = None
     try:
         variant, runner = prepare(args)

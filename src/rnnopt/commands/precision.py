@@ -14,6 +14,7 @@ from rnnopt.harness import (
     guarded,
     positive_int,
     record_fields,
+    uses_torch,
     write_failure,
 )
 from rnnopt.precision import DEFAULT_SHAPE, long_sequence_errors
@@ -47,7 +48,7 @@ def register(subparsers) -> None:
 
 def run(args) -> int:
     check_variant_name(args.variant)
-    threads = apply_threads(args.threads)
+    threads = apply_threads(args.threads, use_torch=uses_torch(args.variant))
     shape = {k: getattr(args, k) for k in DEFAULT_SHAPE}
     variant = None
     try:

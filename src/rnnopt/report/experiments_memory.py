@@ -15,7 +15,8 @@ Verdicts, per run (host), by the documented thresholds below:
 - C6 / C11, per variant and dtype other than float64: the loss of precision matters when the
   hidden states over the long sequence are off the float64 reference by more than
   OUTPUT_ERROR_MATTERS (absolute; h is in [-1, 1]) or the held-out loss after the same
-  training differs from the float64 run's by more than SAME_LOSS (relative).
+  training differs by more than SAME_LOSS (relative) from the run in the most precise dtype
+  trained (float64, else float32).
 """
 
 from __future__ import annotations
@@ -29,6 +30,8 @@ CACHE_DROP = 0.70  # beyond L3 below 70% of the best GFLOP/s inside the caches: 
 MIN_SWEEP_POINTS = 3  # hidden sizes that make a sweep
 GC_SLOWDOWN = 1.05  # mean step with the collector on >= 1.05x the mean with it off
 OUTPUT_ERROR_MATTERS = 1e-2  # max |h - h_float64| above 1% of tanh's range
+# Held-out losses compare with the most precise of these dtypes that was trained.
+REFERENCE_DTYPES = ("float64", "float32")
 ITEMSIZE = {"float64": 8, "float32": 4, "bfloat16": 2, "float16": 2}
 CACHE_LEVELS = (("l1d", "L1d"), ("l2", "L2"), ("l3", "L3"))
 COLUMNS = ["experiment", "claim", "run", "result", "verdict"]
@@ -46,7 +49,8 @@ ABOUT = (
     f">= {GC_SLOWDOWN}x slower with the collector on. Precision (C6, C11): error against "
     "the float64 reference over one long sequence and the held-out loss after the same "
     f"training; the loss of precision matters above {OUTPUT_ERROR_MATTERS:g} absolute error "
-    f"in h or a held-out loss off the float64 run's by more than {SAME_LOSS:.0%}."
+    "in h or a held-out loss off that of the most precise dtype trained (float64, else "
+    f"float32) by more than {SAME_LOSS:.0%}."
 )
 
 
@@ -252,12 +256,13 @@ def precision_points(metrics: pd.DataFrame) -> pd.DataFrame:
         columns={loss_metric: "heldout"}
     )
     frame = precision.merge(held, on=["run", "variant", "dtype", "device"], how="left")
-    reference = held[held["dtype"] == "float64"].drop(columns=["dtype", "task"])
-    frame = frame.merge(
-        reference.rename(columns={"heldout": "heldout_f64"}),
-        on=["run", "variant", "device"],
-        how="left",
-    )
+    for dtype in REFERENCE_DTYPES:
+        reference = held[held["dtype"] == dtype].drop(columns=["dtype", "task"])
+        frame = frame.merge(
+            reference.rename(columns={"heldout": f"heldout_{dtype}"}),
+            on=["run", "variant", "device"],
+            how="left",
+        )
     frame["loss_metric"] = loss_metric
     for kind, metric, column in (
         ("profile", "time_ms.median", "step_ms"),
@@ -280,23 +285,34 @@ def _at_anchor(frame: pd.DataFrame, metric: str, column: str) -> pd.DataFrame:
     return at[[*keys, metric]].drop_duplicates(keys).rename(columns={metric: column})
 
 
+def loss_change(row) -> tuple[float, str] | None:
+    """(relative change of the held-out loss, reference dtype) against the most precise
+    dtype of REFERENCE_DTYPES (above this row's) whose training run exists; None if none."""
+    heldout = _number(row.get("heldout"))
+    for dtype in REFERENCE_DTYPES:
+        if dtype == row["dtype"]:
+            return None
+        reference = _number(row.get(f"heldout_{dtype}"))
+        if heldout is not None and reference:
+            return (heldout - reference) / abs(reference), dtype
+    return None
+
+
 def precision_verdict(row) -> str:
     if row["dtype"] == "float64":
         return "reference dtype"
     error = row["output.max_abs_error"]
-    change = None
-    if _number(row.get("heldout")) is not None and _number(row.get("heldout_f64")):
-        change = (row["heldout"] - row["heldout_f64"]) / abs(row["heldout_f64"])
+    change = loss_change(row)
+    loss = f"held-out loss {change[0]:+.1%} vs {change[1]}" if change else None
     reasons = []
     if error > OUTPUT_ERROR_MATTERS:
         reasons.append(f"h off by {error:.1e} > {OUTPUT_ERROR_MATTERS:g}")
-    if change is not None and abs(change) > SAME_LOSS:
-        reasons.append(f"held-out loss {change:+.1%} vs float64")
+    if change is not None and abs(change[0]) > SAME_LOSS:
+        reasons.append(loss)
     if reasons:
         return "precision lost: " + "; ".join(reasons)
-    loss = f", held-out loss {change:+.1%} vs float64" if change is not None else ""
-    suffix = "" if change is not None else " (no float64 training run to compare the loss)"
-    return f"no loss that matters: h within {error:.1e}{loss}{suffix}"
+    after = f", {loss}" if loss else " (no more precise training run to compare the loss)"
+    return f"no loss that matters: h within {error:.1e}{after}"
 
 
 def precision_rows(metrics: pd.DataFrame, run: str) -> list[dict]:
