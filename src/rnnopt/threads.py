@@ -2,9 +2,11 @@
 
 Three knobs, because three runtimes own threads here:
 
-- environment (`OMP_NUM_THREADS`, `MKL_NUM_THREADS`, `OPENBLAS_NUM_THREADS`): read by a
-  library only when it loads, so setting them helps only libraries loaded afterwards and child
-  processes. numpy's OpenBLAS is loaded already by `import rnnopt`, hence the other two knobs;
+- environment (`OMP_NUM_THREADS`, `MKL_NUM_THREADS`, `OPENBLAS_NUM_THREADS`,
+  `NUMBA_NUM_THREADS`): read by a library only when it loads, so setting them helps only
+  libraries loaded afterwards and child processes. numpy's OpenBLAS is loaded already by
+  `import rnnopt`, hence the other two knobs; numba loads later, with the numba variants only,
+  and sizes its pool from the environment (or `numba.set_num_threads` if already loaded);
 - `torch.set_num_threads(n)`: torch's intra-op pool (OpenMP, MKL, oneDNN);
 - threadpoolctl `threadpool_limits(n)`: every BLAS / OpenMP pool loaded in the process (numpy's
   OpenBLAS, torch's libgomp), changed at run time through each library's own API.
@@ -16,10 +18,16 @@ variants here run no inter-op parallel work.
 from __future__ import annotations
 
 import os
+import sys
 
 from rnnopt.errors import UserError
 
-THREAD_ENV_VARS = ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS")
+THREAD_ENV_VARS = (
+    "OMP_NUM_THREADS",
+    "MKL_NUM_THREADS",
+    "OPENBLAS_NUM_THREADS",
+    "NUMBA_NUM_THREADS",
+)
 
 
 def set_thread_env(threads: int) -> None:
@@ -45,13 +53,15 @@ def apply_threads(threads: int, use_torch: bool = True) -> dict:
     # The limits stay in force: only the context-manager exit or restore_original_limits()
     # would undo them, and neither is called.
     threadpool_limits(limits=threads)
+    if "numba" in sys.modules:  # importing it here would cost every process half a second
+        numba = sys.modules["numba"]
+        numba.set_num_threads(min(threads, numba.config.NUMBA_NUM_THREADS))
     return effective_threads(threads)
 
 
 def effective_threads(requested: int | None = None) -> dict:
-    """The thread counts in force now: requested, torch's pools, each BLAS/OpenMP pool, env."""
-    import sys
-
+    """The thread counts in force now: requested, torch's pools, numba's (once loaded), each
+    BLAS/OpenMP pool, env."""
     from threadpoolctl import threadpool_info
 
     info: dict = {"requested": requested}
@@ -59,6 +69,8 @@ def effective_threads(requested: int | None = None) -> dict:
         torch = sys.modules["torch"]
         info["torch"] = torch.get_num_threads()
         info["torch_interop"] = torch.get_num_interop_threads()
+    if "numba" in sys.modules:
+        info["numba"] = sys.modules["numba"].get_num_threads()
     info["pools"] = [
         {
             "user_api": pool.get("user_api"),
@@ -72,9 +84,8 @@ def effective_threads(requested: int | None = None) -> dict:
 
 
 def threads_match(info: dict) -> bool:
-    """True when torch and every pool run the requested number of threads."""
+    """True when torch, numba (if loaded) and every pool run the requested number of threads."""
     requested = info.get("requested")
     counts = [pool["num_threads"] for pool in info["pools"]]
-    if "torch" in info:
-        counts.append(info["torch"])
+    counts += [info[runtime] for runtime in ("torch", "numba") if runtime in info]
     return requested is None or all(count == requested for count in counts)

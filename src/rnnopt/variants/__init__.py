@@ -14,6 +14,7 @@ KINDS = {
     ("numpy", "inplace"): ("rnnopt.variants.numpy_inplace", "NumpyInplace"),
     ("numpy", "batched"): ("rnnopt.variants.numpy_batched", "NumpyBatched"),
     ("numpy", "fused"): ("rnnopt.variants.numpy_fused", "NumpyFused"),
+    ("numpy", "numba"): ("rnnopt.variants.numpy_numba", "NumpyNumba"),
     ("numpy", "tape"): ("rnnopt.variants.numpy_tape", "NumpyTape"),
     ("torch", "cell"): ("rnnopt.variants.torch_cell", "TorchCell"),
     ("torch", "nn"): ("rnnopt.variants.torch_nn", "TorchNN"),
