@@ -6,7 +6,8 @@ compile_s); timed calls for at least --min-time-s and --min-calls; backward call
 an untimed forward. Derived: tokens_per_s, gflops from the analytic FLOP count and, with
 --peak, peak_fraction of the host's GEMM ceiling for the dtype: the best GEMM any library
 reached in the peak record (rnnopt.peak.ceiling_of), so a fraction above 1 means the ceiling
-is wrong, not that the variant beat the machine.
+is wrong, not that the variant beat the machine. Runners that can run a phase's GEMMs alone
+(the fused and numba NumPy rungs) add split.* metrics: GEMM vs elementwise time (rnnopt.split).
 """
 
 from __future__ import annotations
@@ -33,6 +34,7 @@ from rnnopt.harness import (
 )
 from rnnopt.peak import ceiling_of
 from rnnopt.records import make_record, read_record, write_record
+from rnnopt.split import gemm_only_call, split_metrics
 from rnnopt.threads import apply_threads, threads_match
 from rnnopt.timing import benchmark
 
@@ -73,6 +75,22 @@ def time_phase(args, runner, compiles: bool, counters=None, keep_samples: bool =
     )
 
 
+def time_gemm_split(args, runner, phase_median_ms: float) -> dict:
+    """split.* metrics (rnnopt.split) where the runner can run the phase's GEMMs alone."""
+    gemm_call = gemm_only_call(runner, args.phase)
+    if gemm_call is None:
+        return {}
+    return split_metrics(
+        guard_calls(gemm_call)[0],
+        phase_median_ms,
+        sync=guard_calls(runner.sync)[0],
+        device=runner.device,
+        min_time_s=args.min_time_s,
+        min_calls=args.min_calls,
+        max_warmup_calls=args.max_warmup_calls,
+    )
+
+
 def phase_args(args, phase: str) -> argparse.Namespace:
     """The flags of one phase: --phase is that phase, --out its record path."""
     return argparse.Namespace(**{**vars(args), "phase": phase, "out": args.out.format(phase=phase)})
@@ -93,6 +111,7 @@ def run(args) -> int:
                 variant, runner = prepare(one)
             with ProcessCounters() as counters:
                 metrics = time_phase(one, runner, variant.compiles, counters)
+            metrics.update(time_gemm_split(one, runner, metrics["time_ms"]["median"]))
         except VariantFailed as failure:
             write_failure("profile", one, failure, variant, threads_effective=threads)
             continue
