@@ -7,11 +7,12 @@ Verdicts, per run (host), by the documented thresholds below:
   threads with >= MIN_SWEEP_POINTS hidden sizes): supported when the best GFLOP/s with W_hh
   (4H x H) beyond the host's L3 is below CACHE_DROP times the best with W_hh inside L3; not
   measured when no point lies beyond L3 (or none inside) or the cache sizes are unknown.
-- C12, per variant of churn records (collector on and off): holds when collections take more
-  than GC_SHARE_MATTERS of the timed time with the collector on AND the mean step time with
-  the collector on is at least GC_SLOWDOWN times the mean with it off. Means, not medians:
-  collections are rare, long pauses that a median hides. A summary row names the variants
-  (and their cyclic garbage per call) where it holds and where it does not.
+- C12, per variant of churn records (collector on and off): holds when, with the collector
+  on, its collections (timed by gc.callbacks inside the timed calls) take more than
+  GC_SHARE_MATTERS of the timed time. Both sides of that share come from one process, so the
+  load of a shared machine scales them alike; the on / off mean times of the two processes
+  are shown beside it, not judged (they differ by +-20% between processes here). A summary
+  row names the variants (and their cyclic garbage per call) where it holds and where not.
 - C6 / C11, per variant and dtype other than float64: the loss of precision matters when the
   hidden states over the long sequence are off the float64 reference by more than
   OUTPUT_ERROR_MATTERS (absolute; h is in [-1, 1]) or the held-out loss after the same
@@ -28,7 +29,6 @@ from rnnopt.report.verdicts import GC_SHARE_MATTERS, SAME_LOSS
 
 CACHE_DROP = 0.70  # beyond L3 below 70% of the best GFLOP/s inside the caches: a visible drop
 MIN_SWEEP_POINTS = 3  # hidden sizes that make a sweep
-GC_SLOWDOWN = 1.05  # mean step with the collector on >= 1.05x the mean with it off
 OUTPUT_ERROR_MATTERS = 1e-2  # max |h - h_float64| above 1% of tanh's range
 # Held-out losses compare with the most precise of these dtypes that was trained.
 REFERENCE_DTYPES = ("float64", "float32")
@@ -45,8 +45,9 @@ ABOUT = (
     "fresh processes with the cyclic collector on and off (off: disabled during the timed "
     "calls, collected between them, untimed); cyclic garbage: objects gc.collect() finds "
     "unreachable after a call (what reference counting cannot free). Verdict: C12 holds when "
-    f"collections take over {GC_SHARE_MATTERS:.0%} of the time and the mean step is "
-    f">= {GC_SLOWDOWN}x slower with the collector on. Precision (C6, C11): error against "
+    f"the collector's pauses take over {GC_SHARE_MATTERS:.0%} of the timed time of the run "
+    "with it on (one process: the on / off means of two processes are shown, not judged). "
+    "Precision (C6, C11): error against "
     "the float64 reference over one long sequence and the held-out loss after the same "
     f"training; the loss of precision matters above {OUTPUT_ERROR_MATTERS:g} absolute error "
     "in h or a held-out loss off that of the most precise dtype trained (float64, else "
@@ -177,9 +178,8 @@ def gc_pairs(metrics: pd.DataFrame) -> pd.DataFrame:
 
 
 def gc_holds(row) -> bool:
-    """C12 for one pair: collections over GC_SHARE_MATTERS of the time, and a slower mean."""
-    slowdown = row["time_ms.mean_on"] / row["time_ms.mean_off"]
-    return row["gc.share_on"] > GC_SHARE_MATTERS and slowdown >= GC_SLOWDOWN
+    """C12 for one pair: the collections take over GC_SHARE_MATTERS of the timed time."""
+    return row["gc.share_on"] > GC_SHARE_MATTERS
 
 
 def gc_result(row) -> str:
@@ -206,14 +206,13 @@ def gc_rows(metrics: pd.DataFrame, run: str) -> list[dict]:
     for _, row in pairs.iterrows():
         name = f"{row['variant']} {wide.DTYPE_SHORT[row['dtype']]}"
         garbage = f"{row['objects.cyclic_garbage_per_call_on']:.0f} cyclic garbage/call"
-        slowdown = row["time_ms.mean_on"] / row["time_ms.mean_off"]
         holds_here = gc_holds(row)
         (holds if holds_here else not_holds).append(f"{name} ({garbage})")
+        share = f"GC {row['gc.share_on']:.1%} of the timed time"
         verdict = (
-            f"supported: GC {row['gc.share_on']:.1%} of the time, {slowdown:.2f}x slower mean"
+            f"supported: {share} (> {GC_SHARE_MATTERS:.0%})"
             if holds_here
-            else f"not supported: GC {row['gc.share_on']:.1%} of the time, mean "
-            f"{slowdown:.2f}x with the collector on"
+            else f"not supported: {share} (<= {GC_SHARE_MATTERS:.0%})"
         )
         rows.append(
             {
@@ -255,7 +254,9 @@ def precision_points(metrics: pd.DataFrame) -> pd.DataFrame:
     held = base[["run", "variant", "dtype", "device", "task", loss_metric]].rename(
         columns={loss_metric: "heldout"}
     )
-    frame = precision.merge(held, on=["run", "variant", "dtype", "device"], how="left")
+    frame = precision.drop(columns=["task"]).merge(
+        held, on=["run", "variant", "dtype", "device"], how="left"
+    )
     for dtype in REFERENCE_DTYPES:
         reference = held[held["dtype"] == dtype].drop(columns=["dtype", "task"])
         frame = frame.merge(
@@ -323,7 +324,8 @@ def precision_rows(metrics: pd.DataFrame, run: str) -> list[dict]:
     rows = []
     for _, row in points.iterrows():
         heldout = _number(row.get("heldout"))
-        loss = f"; held-out {row['loss_metric']} {heldout:.4g} ({row['task']})" if heldout else ""
+        name = "held-out loss" if row["loss_metric"] == "heldout_loss" else "final loss"
+        loss = f"; {name} {heldout:.4g} after training ({row['task']})" if heldout else ""
         growth = _number(row.get("output.growth"))
         result = (
             f"T={row['seq_len']}: max |h - h_f64| {row['output.max_abs_error']:.2e} "
