@@ -88,3 +88,20 @@ def test_profile_records_carry_the_split(tmp_path, variant, has_split):
             median = metrics["time_ms"]["median"]
             split = metrics["split"]
             assert split["elementwise_ms"] == pytest.approx(median - split["gemm_ms"])
+
+
+def test_variants_table_shows_the_split(tmp_path):
+    from rnnopt.aggregate import collect
+    from rnnopt.report.table import NONE, variants_table
+
+    profile_dir = tmp_path / "results" / "host" / "profile"
+    profile_dir.mkdir(parents=True)
+    for variant in ("numpy-rnn-fused", "numpy-rnn-batched"):
+        out = profile_dir / f"{variant}-{{phase}}.json"
+        argv = ["profile", "--variant", variant, *TINY, "--threads", "1", "--out", str(out)]
+        assert run_cli(*argv, "--phase", "forward", *QUICK) == 0
+    table = variants_table(collect(tmp_path / "results")[0]).set_index("variant")
+    fused = read_record(profile_dir / "numpy-rnn-fused-forward.json")["metrics"]["split"]
+    cell = table.loc["numpy-rnn-fused", "GEMM ms / elementwise ms"]
+    assert cell == f"{fused['gemm_ms']:.3g} / {fused['elementwise_ms']:.3g}"
+    assert table.loc["numpy-rnn-batched", "GEMM ms / elementwise ms"] == NONE

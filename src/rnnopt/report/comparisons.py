@@ -102,6 +102,15 @@ COMPARISONS: tuple[Comparison, ...] = (
         "(float32: measured at the small and the fastrnns shape)",
     ),
     Comparison(
+        "fused elementwise kernel (memory-access fusion)",
+        ("C2", "C13"),
+        Side("numpy-*-numba", F32, CPU),
+        Side("numpy-*-fused", F32, CPU),
+        about="each step's gate arithmetic as one numba pass over the gate block instead of "
+        "about seven NumPy passes with temporaries; same hoisted GEMMs (see the GEMM / "
+        "elementwise split in the variants table)",
+    ),
+    Comparison(
         "float32 instead of float64",
         ("C6",),
         Side("numpy-*-fused", F32, CPU),

@@ -163,6 +163,7 @@ def variants_table(metrics: pd.DataFrame) -> pd.DataFrame:
                 "GFLOP/s": _number(r.get("gflops"), ".2f"),
                 "% of peak": _peak_percent(r),
                 "compile s": _number(r.get("compile_s"), ".1f"),
+                "GEMM ms / elementwise ms": _split(r),
                 "noisy": "noisy" if r.get("noisy") == 1 else "",
                 "verified": "" if verified else "FAILED",
                 "warning": warnings.get((r["run"], wide.shape_text(r), r["threads"]), ""),
@@ -171,6 +172,13 @@ def variants_table(metrics: pd.DataFrame) -> pd.DataFrame:
     columns = ["run", "variant", "dtype", "device", "shape", "phase", "threads"]
     table = pd.DataFrame(rows)
     return table.sort_values(columns, kind="stable").reset_index(drop=True) if rows else table
+
+
+def _split(r) -> str:
+    """GEMM-only time and the rest (rnnopt.split), for runners that measure it."""
+    if pd.isna(r.get("split.gemm_ms")):
+        return NONE
+    return f"{r['split.gemm_ms']:.3g} / {r['split.elementwise_ms']:.3g}"
 
 
 def _time(r) -> str:
