@@ -20,6 +20,7 @@ from rnnopt.commands.churn import object_counts
 from rnnopt.precision import growth, long_sequence_errors
 from rnnopt.report import build
 from rnnopt.report import experiments_memory as experiments
+from rnnopt.report import experiments_precision as precision
 from rnnopt.report.experiments_memory_figures import FIGURES
 from tests.conftest import small_problem
 
@@ -164,15 +165,15 @@ def test_gc_rule_is_the_collectors_share_of_the_timed_time():
 def test_precision_verdict_rules():
     row = {"dtype": "bfloat16", "output.max_abs_error": 3e-3, "heldout": 1.02}
     row |= {"heldout_float64": 1.0, "heldout_float32": 1.1}
-    assert experiments.precision_verdict(row).startswith("no loss that matters")
-    assert "h off by" in experiments.precision_verdict(row | {"output.max_abs_error": 0.05})
-    worse = experiments.precision_verdict(row | {"heldout": 1.2})
+    assert precision.precision_verdict(row).startswith("no loss that matters")
+    assert "h off by" in precision.precision_verdict(row | {"output.max_abs_error": 0.05})
+    worse = precision.precision_verdict(row | {"heldout": 1.2})
     assert worse == "precision lost: held-out loss +20.0% vs float64"
-    no_f64 = experiments.precision_verdict(row | {"heldout_float64": None, "heldout": 1.32})
+    no_f64 = precision.precision_verdict(row | {"heldout_float64": None, "heldout": 1.32})
     assert no_f64 == "precision lost: held-out loss +20.0% vs float32"
     single = row | {"dtype": "float32", "heldout_float64": None}
-    assert "no more precise training run" in experiments.precision_verdict(single)
-    assert experiments.precision_verdict(row | {"dtype": "float64"}) == "reference dtype"
+    assert "no more precise training run" in precision.precision_verdict(single)
+    assert precision.precision_verdict(row | {"dtype": "float64"}) == "reference dtype"
 
 
 # ---------------------------------------------------------------- the report

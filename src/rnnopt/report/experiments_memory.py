@@ -13,11 +13,7 @@ Verdicts, per run (host), by the documented thresholds below:
   load of a shared machine scales them alike; the on / off mean times of the two processes
   are shown beside it, not judged (they differ by +-20% between processes here). A summary
   row names the variants (and their cyclic garbage per call) where it holds and where not.
-- C6 / C11, per variant and dtype other than float64: the loss of precision matters when the
-  hidden states over the long sequence are off the float64 reference by more than
-  OUTPUT_ERROR_MATTERS (absolute; h is in [-1, 1]) or the held-out loss after the same
-  training differs by more than SAME_LOSS (relative) from the run in the most precise dtype
-  trained (float64, else float32).
+- C6 / C11: rnnopt.report.experiments_precision.
 """
 
 from __future__ import annotations
@@ -25,17 +21,25 @@ from __future__ import annotations
 import pandas as pd
 
 from rnnopt.report import wide
+from rnnopt.report.experiment_rows import (
+    COLUMNS,
+    format_bytes,
+    missing_row,
+    number,
+    ok_records,
+    runs,
+)
+from rnnopt.report.experiments_precision import (
+    OUTPUT_ERROR_MATTERS,
+    precision_points,
+    precision_rows,
+)
 from rnnopt.report.verdicts import GC_SHARE_MATTERS, SAME_LOSS
 
 CACHE_DROP = 0.70  # beyond L3 below 70% of the best GFLOP/s inside the caches: a visible drop
 MIN_SWEEP_POINTS = 3  # hidden sizes that make a sweep
-OUTPUT_ERROR_MATTERS = 1e-2  # max |h - h_float64| above 1% of tanh's range
-# Held-out losses compare with the most precise of these dtypes that was trained.
-REFERENCE_DTYPES = ("float64", "float32")
 ITEMSIZE = {"float64": 8, "float32": 4, "bfloat16": 2, "float16": 2}
 CACHE_LEVELS = (("l1d", "L1d"), ("l2", "L2"), ("l3", "L3"))
-COLUMNS = ["experiment", "claim", "run", "result", "verdict"]
-NONE = "-"
 ABOUT = (
     "Weights against the cache (C13): a hidden-size sweep at fixed B, T and I; GFLOP/s from "
     "the analytic FLOP count; W_hh bytes = 4H*H*itemsize, weight bytes per step = "
@@ -55,33 +59,13 @@ ABOUT = (
 )
 
 
-def _ok(metrics: pd.DataFrame, kind: str) -> pd.DataFrame:
-    frame = wide.records(metrics, kind)
-    return frame[frame["status"] == "ok"]
-
-
-def _number(value) -> float | None:
-    return None if value is None or pd.isna(value) else float(value)
-
-
-def format_bytes(n: float) -> str:
-    for unit, size in (("GiB", 2**30), ("MiB", 2**20), ("KiB", 2**10)):
-        if n >= size:
-            return f"{n / size:.3g} {unit}"
-    return f"{n:.0f} B"
-
-
-def _runs(metrics: pd.DataFrame) -> list[str]:
-    return sorted(metrics["run"].dropna().unique()) or [NONE]
-
-
 # ---------------------------------------------------------------- weights against the cache
 
 
 def cache_points(metrics: pd.DataFrame) -> pd.DataFrame:
     """Profile records of every hidden-size sweep, one row per point, with W_hh bytes, weight
     bytes per step and the smallest cache level W_hh fits in ('beyond L3' if none)."""
-    profile = _ok(metrics, "profile")
+    profile = ok_records(metrics, "profile")
     keys = ["run", "variant", "dtype", "device", "phase", "threads", "batch", "seq_len"]
     keys.append("input_size")
     if profile.empty:
@@ -99,7 +83,7 @@ def cache_points(metrics: pd.DataFrame) -> pd.DataFrame:
 
 def _level(row) -> str | None:
     """'L1d' / 'L2' / 'L3': the smallest cache W_hh fits in; 'beyond L3'; None if unknown."""
-    sizes = [(name, _number(row.get(f"{key}_bytes"))) for key, name in CACHE_LEVELS]
+    sizes = [(name, number(row.get(f"{key}_bytes"))) for key, name in CACHE_LEVELS]
     if any(size is None for _, size in sizes):
         return None
     for name, size in sizes:
@@ -149,17 +133,8 @@ def cache_rows(metrics: pd.DataFrame, run: str) -> list[dict]:
             }
         )
     if not rows:
-        rows.append(_missing("weights vs cache (hidden-size sweep)", "C13", "no sweep records"))
+        rows.append(missing_row("weights vs cache (hidden-size sweep)", "C13", "no sweep records"))
     return rows
-
-
-def _missing(experiment: str, claim: str, why: str) -> dict:
-    return {
-        "experiment": experiment,
-        "claim": claim,
-        "result": NONE,
-        "verdict": f"not measured here: {why}",
-    }
 
 
 # ---------------------------------------------------------------- garbage collection
@@ -168,7 +143,7 @@ def _missing(experiment: str, claim: str, why: str) -> dict:
 def gc_pairs(metrics: pd.DataFrame) -> pd.DataFrame:
     """Churn records side by side, one row per (run, variant, dtype, shape, phase, threads):
     columns <metric>_on and <metric>_off."""
-    churn = _ok(metrics, "churn")
+    churn = ok_records(metrics, "churn")
     if churn.empty or "gc_enabled" not in churn:
         return pd.DataFrame()
     keys = ["run", "variant", "dtype", "device", "phase", "threads"]
@@ -201,7 +176,7 @@ def gc_rows(metrics: pd.DataFrame, run: str) -> list[dict]:
     pairs = gc_pairs(metrics)
     pairs = pairs[pairs["run"] == run] if not pairs.empty else pairs
     if pairs.empty:
-        return [_missing("garbage collection and object churn", "C2, C12", "no churn records")]
+        return [missing_row("garbage collection and object churn", "C2, C12", "no churn records")]
     rows, holds, not_holds = [], [], []
     for _, row in pairs.iterrows():
         name = f"{row['variant']} {wide.DTYPE_SHORT[row['dtype']]}"
@@ -238,119 +213,10 @@ def gc_rows(metrics: pd.DataFrame, run: str) -> list[dict]:
     return rows
 
 
-# ---------------------------------------------------------------- precision
-
-
-def precision_points(metrics: pd.DataFrame) -> pd.DataFrame:
-    """Precision records with the held-out loss of the same variant and dtype after training
-    (train records, base setting, any task: the first by task name) and of float64."""
-    precision = _ok(metrics, "precision")
-    train = _ok(metrics, "train")
-    if precision.empty:
-        return precision
-    loss_metric = "heldout_loss" if "heldout_loss" in train else "final_loss"
-    base = train[train["setting"].isin(["base"])] if not train.empty else train
-    base = base.sort_values("task").drop_duplicates(["run", "variant", "dtype", "device"])
-    held = base[["run", "variant", "dtype", "device", "task", loss_metric]].rename(
-        columns={loss_metric: "heldout"}
-    )
-    frame = precision.drop(columns=["task"]).merge(
-        held, on=["run", "variant", "dtype", "device"], how="left"
-    )
-    for dtype in REFERENCE_DTYPES:
-        reference = held[held["dtype"] == dtype].drop(columns=["dtype", "task"])
-        frame = frame.merge(
-            reference.rename(columns={"heldout": f"heldout_{dtype}"}),
-            on=["run", "variant", "device"],
-            how="left",
-        )
-    frame["loss_metric"] = loss_metric
-    for kind, metric, column in (
-        ("profile", "time_ms.median", "step_ms"),
-        ("memory", "peak_mib", "peak_mib"),
-    ):
-        frame = frame.merge(_at_anchor(_ok(metrics, kind), metric, column), how="left")
-    return frame.reset_index(drop=True)
-
-
-def _at_anchor(frame: pd.DataFrame, metric: str, column: str) -> pd.DataFrame:
-    """`metric` as `column` per (run, variant, dtype, device) at the small anchor shape
-    (wide.NAMED_SHAPES), step phase, fewest threads: the speed and memory beside precision."""
-    keys = ["run", "variant", "dtype", "device"]
-    if frame.empty or metric not in frame:
-        return pd.DataFrame(columns=[*keys, column])
-    small = next(shape for shape, name in wide.NAMED_SHAPES.items() if name == "small")
-    at = frame[[tuple(int(r[k]) for k in wide.SHAPE_KEYS) == small for _, r in frame.iterrows()]]
-    at = wide.preferred(at)
-    at = at[at["phase"] == "step"] if not at.empty else at
-    return at[[*keys, metric]].drop_duplicates(keys).rename(columns={metric: column})
-
-
-def loss_change(row) -> tuple[float, str] | None:
-    """(relative change of the held-out loss, reference dtype) against the most precise
-    dtype of REFERENCE_DTYPES (above this row's) whose training run exists; None if none."""
-    heldout = _number(row.get("heldout"))
-    for dtype in REFERENCE_DTYPES:
-        if dtype == row["dtype"]:
-            return None
-        reference = _number(row.get(f"heldout_{dtype}"))
-        if heldout is not None and reference:
-            return (heldout - reference) / abs(reference), dtype
-    return None
-
-
-def precision_verdict(row) -> str:
-    if row["dtype"] == "float64":
-        return "reference dtype"
-    error = row["output.max_abs_error"]
-    change = loss_change(row)
-    loss = f"held-out loss {change[0]:+.1%} vs {change[1]}" if change else None
-    reasons = []
-    if error > OUTPUT_ERROR_MATTERS:
-        reasons.append(f"h off by {error:.1e} > {OUTPUT_ERROR_MATTERS:g}")
-    if change is not None and abs(change[0]) > SAME_LOSS:
-        reasons.append(loss)
-    if reasons:
-        return "precision lost: " + "; ".join(reasons)
-    after = f", {loss}" if loss else " (no more precise training run to compare the loss)"
-    return f"no loss that matters: h within {error:.1e}{after}"
-
-
-def precision_rows(metrics: pd.DataFrame, run: str) -> list[dict]:
-    points = precision_points(metrics)
-    points = points[points["run"] == run] if not points.empty else points
-    if points.empty:
-        return [_missing("precision over a long sequence", "C6, C11", "no precision records")]
-    rows = []
-    for _, row in points.iterrows():
-        heldout = _number(row.get("heldout"))
-        name = "held-out loss" if row["loss_metric"] == "heldout_loss" else "final loss"
-        loss = f"; {name} {heldout:.4g} after training ({row['task']})" if heldout else ""
-        growth = _number(row.get("output.growth"))
-        result = (
-            f"T={row['seq_len']}: max |h - h_f64| {row['output.max_abs_error']:.2e} "
-            f"(last step {row['output.last_step_abs_error']:.2e}"
-            + (f", last/first tenth {growth:.2g}x" if growth is not None else "")
-            + f"), worst gradient {row['gradients.worst']:.2e} relative{loss}"
-        )
-        for column, text in (("step_ms", "step {:.3g} ms"), ("peak_mib", "peak {:.3g} MiB")):
-            if _number(row.get(column)) is not None:
-                result += "; " + text.format(row[column]) + " (small anchor)"
-        rows.append(
-            {
-                "experiment": f"precision: {wide.label(row)}",
-                "claim": "C6, C11",
-                "result": result,
-                "verdict": precision_verdict(row),
-            }
-        )
-    return rows
-
-
 def table(metrics: pd.DataFrame) -> pd.DataFrame:
     """experiment, claim, run, result, verdict: the three experiments of every run."""
     rows = []
-    for run in _runs(metrics):
+    for run in runs(metrics):
         for part in (cache_rows, gc_rows, precision_rows):
             rows += [{"run": run, **row} for row in part(metrics, run)]
     return pd.DataFrame(rows, columns=COLUMNS)

@@ -19,12 +19,8 @@ import pandas as pd  # noqa: E402
 import seaborn as sns  # noqa: E402
 
 from rnnopt.report import wide  # noqa: E402
-from rnnopt.report.experiments_memory import (  # noqa: E402
-    CACHE_LEVELS,
-    cache_points,
-    format_bytes,
-    gc_pairs,
-)
+from rnnopt.report.experiment_rows import format_bytes  # noqa: E402
+from rnnopt.report.experiments_memory import CACHE_LEVELS, cache_points, gc_pairs  # noqa: E402
 
 FIGURES = ("weights_vs_cache", "gc_churn", "precision_error")
 DPI = 110

@@ -94,6 +94,11 @@ class NumpyTape(NumpyVariant):
         "batched step recorded on a hand-written autograd tape of node objects in reference "
         "cycles: freed only by the cyclic garbage collector (C12)"
     )
+    memory_note = (
+        "a node object per operation and step holding its output array, and each gradient "
+        "scattered back into a full-width zero array; the previous call's tape waits for the "
+        "cyclic collector"
+    )
 
     def forward_train(self, p, x):
         # x (B, T, I); h, c (B, H) nodes; z (B, G*H); y (B, T, H)

@@ -1,0 +1,39 @@
+"""Helpers the experiment reports share: ok records, numbers, "not measured here" rows."""
+
+from __future__ import annotations
+
+import pandas as pd
+
+from rnnopt.report import wide
+
+NONE = "-"
+COLUMNS = ["experiment", "claim", "run", "result", "verdict"]
+
+
+def ok_records(metrics: pd.DataFrame, kind: str) -> pd.DataFrame:
+    frame = wide.records(metrics, kind)
+    return frame[frame["status"] == "ok"]
+
+
+def number(value) -> float | None:
+    return None if value is None or pd.isna(value) else float(value)
+
+
+def format_bytes(n: float) -> str:
+    for unit, size in (("GiB", 2**30), ("MiB", 2**20), ("KiB", 2**10)):
+        if n >= size:
+            return f"{n / size:.3g} {unit}"
+    return f"{n:.0f} B"
+
+
+def runs(metrics: pd.DataFrame) -> list[str]:
+    return sorted(metrics["run"].dropna().unique()) or [NONE]
+
+
+def missing_row(experiment: str, claim: str, why: str) -> dict:
+    return {
+        "experiment": experiment,
+        "claim": claim,
+        "result": NONE,
+        "verdict": f"not measured here: {why}",
+    }
