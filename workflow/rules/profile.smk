@@ -58,7 +58,7 @@ rule profile:
         seed=config["seed"],
         timing=timing_flags,
         caches=compile_caches,
-        out=lambda wildcards, output: output.step.replace("/step-threads", "/{phase}-threads"),
+        out=lambda wildcards, output: output.step.replace("step-threads", "{phase}-threads"),
         source=MEASURE_SOURCE,
     threads: all_cores
     resources:
