@@ -10,7 +10,7 @@ rule memory:
         "b{batch}-t{seq_len}-i{input_size}-h{hidden_size}/{phase}-threads{threads}.log",
     params:
         seed=config["seed"],
-        inductor_cache=inductor_cache,
+        caches=compile_caches,
         source=MEASURE_SOURCE,
     threads: lambda wildcards: int(wildcards.threads)
     resources:
@@ -18,7 +18,7 @@ rule memory:
         runtime=job_runtime_min,
         gpu=job_gpus,
     shell:
-        "TORCHINDUCTOR_CACHE_DIR={params.inductor_cache} "
+        "{params.caches} "
         "python -m rnnopt memory --variant {wildcards.variant} --dtype {wildcards.dtype} "
         "--device {wildcards.device} --batch {wildcards.batch} --seq-len {wildcards.seq_len} "
         "--input-size {wildcards.input_size} --hidden-size {wildcards.hidden_size} "

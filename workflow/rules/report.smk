@@ -24,6 +24,11 @@ rule report:
             caption="../report/variants.rst",
             category="Tables",
         ),
+        memory_table=report(
+            "results/report/tables/memory.csv",
+            caption="../report/memory_table.rst",
+            category="Tables",
+        ),
         speedup=report(
             "results/report/figures/speedup.png",
             caption="../report/speedup.rst",

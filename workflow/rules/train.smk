@@ -8,7 +8,7 @@ rule train:
         "results/{run}/logs/train/{task}/{setting}/{variant}/{device}-{dtype}.log",
     params:
         settings=train_flags,
-        inductor_cache=inductor_cache,
+        caches=compile_caches,
         source=MEASURE_SOURCE,
     # Timed: the job takes every core, so nothing runs beside it (--threads sets its pools).
     threads: all_cores
@@ -17,7 +17,7 @@ rule train:
         runtime=job_runtime_min,
         gpu=job_gpus,
     shell:
-        "TORCHINDUCTOR_CACHE_DIR={params.inductor_cache} "
+        "{params.caches} "
         "python -m rnnopt train --variant {wildcards.variant} --dtype {wildcards.dtype} "
         "--device {wildcards.device} --data {input.data} {params.settings} "
         "--out {output.record} > {log} 2>&1"

@@ -4,13 +4,13 @@ rule verify:
     log:
         "results/{run}/logs/verify/{variant}/{device}-{dtype}.log",
     params:
-        inductor_cache=inductor_cache,
+        caches=compile_caches,
         source=MEASURE_SOURCE,
     resources:
         mem_mb=job_mem_mb,
         runtime=job_runtime_min,
         gpu=job_gpus,
     shell:
-        "TORCHINDUCTOR_CACHE_DIR={params.inductor_cache} "
+        "{params.caches} "
         "python -m rnnopt verify --variant {wildcards.variant} --dtype {wildcards.dtype} "
         "--device {wildcards.device} --threads 1 --out {output.record} > {log} 2>&1"
