@@ -46,3 +46,35 @@ def test_failed_verification_overrides_every_shape():
 def test_peak_fraction_above_one_says_the_ceiling_is_wrong():
     assert table._peak_percent(pd.Series({"peak_fraction": 0.82})) == "82.0"
     assert "ceiling wrong" in table._peak_percent(pd.Series({"peak_fraction": 1.11}))
+
+
+def test_memory_pairs_need_one_instrument():
+    from rnnopt.report.measure import PEAK_METRIC, pairs, ratio
+
+    def row(variant, source, peak):
+        return {
+            "variant": variant,
+            "dtype": "float32",
+            "device": "cpu",
+            "status": "ok",
+            "cell": "lstm",
+            "task": None,
+            "phase": "step",
+            "batch": 16,
+            "seq_len": 20,
+            "input_size": 32,
+            "hidden_size": 64,
+            "threads": 1,
+            "setting": None,
+            "peak_source": source,
+            PEAK_METRIC: peak,
+        }
+
+    same = pd.DataFrame(
+        [row("torch-lstm-nn", "memray", 2.4), row("numpy-lstm-fused", "memray", 1.4)]
+    )
+    mixed = pd.DataFrame([row("torch-lstm-nn", "memray", 2.4), row("numpy-lstm-fused", "rss", 0.0)])
+    nn, fused = Side("torch-*-nn", "float32"), Side("numpy-*-fused", "float32")
+    keys = ("peak_source",)
+    assert ratio(pairs(same, nn, fused, extra_keys=keys), PEAK_METRIC) == 2.4 / 1.4
+    assert pairs(mixed, nn, fused, extra_keys=keys).empty

@@ -59,6 +59,7 @@ RECORD_COLUMNS = (
     "image",
     "git_commit",
     "explanation",
+    "peak_source",
     *CACHE_COLUMNS,
 )
 METRIC_COLUMNS = (*RECORD_COLUMNS, "metric", "value", "source")
@@ -130,6 +131,7 @@ def describe(record: dict, relative: Path) -> dict:
         "image": env.get("image"),
         "git_commit": (env.get("git") or {}).get("commit"),
         "explanation": record.get("explanation"),
+        "peak_source": record.get("peak_source"),
         **{column: caches.get(column.removesuffix("_bytes")) for column in CACHE_COLUMNS},
     }
 
