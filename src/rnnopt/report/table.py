@@ -116,6 +116,22 @@ def _number(value, fmt: str) -> str:
     return NONE if pd.isna(value) else format(value, fmt)
 
 
+def _described(r) -> dict:
+    """The leading columns of a per-record table: which measurement the row is."""
+    return {
+        "run": r["run"],
+        "variant": r["variant"],
+        "dtype": r["dtype"],
+        "device": r["device"],
+        "shape": wide.shape_text(r),
+        "phase": r["phase"],
+    }
+
+
+def _status(r) -> str:
+    return r["status"] if r["status"] == "ok" else f"{r['status']}: {r['reason']}"
+
+
 def _peak_percent(r) -> str:
     """% of the host's GEMM ceiling; above 100% the ceiling itself is wrong (a kernel beat the
     best GEMM measured), and the cell says so instead of pretending."""
@@ -150,14 +166,9 @@ def variants_table(metrics: pd.DataFrame) -> pd.DataFrame:
         verified = (r["run"], r["variant"], r["dtype"], r["device"]) not in failed
         rows.append(
             {
-                "run": r["run"],
-                "variant": r["variant"],
-                "dtype": r["dtype"],
-                "device": r["device"],
-                "shape": wide.shape_text(r),
-                "phase": r["phase"],
+                **_described(r),
                 "threads": r["threads"],
-                "status": r["status"] if r["status"] == "ok" else f"{r['status']}: {r['reason']}",
+                "status": _status(r),
                 "time ms (IQR)": _time(r),
                 "tokens/s": _number(r.get("tokens_per_s"), ",.0f"),
                 "GFLOP/s": _number(r.get("gflops"), ".2f"),
@@ -235,13 +246,8 @@ def memory_table(metrics: pd.DataFrame) -> pd.DataFrame:
     for _, r in memory.iterrows():
         rows.append(
             {
-                "run": r["run"],
-                "variant": r["variant"],
-                "dtype": r["dtype"],
-                "device": r["device"],
-                "shape": wide.shape_text(r),
-                "phase": r["phase"],
-                "status": r["status"] if r["status"] == "ok" else f"{r['status']}: {r['reason']}",
+                **_described(r),
+                "status": _status(r),
                 "instrument": r.get("peak_source") or NONE,
                 "peak MiB": _number(r.get("peak_mib"), ".2f"),
                 "kept MiB": _number(r.get("kept_mib"), ".2f"),
