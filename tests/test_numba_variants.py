@@ -121,3 +121,12 @@ def test_numba_threads_follow_the_requested_count():
         info = effective_threads(1)
     assert info["numba"] == 1 and threads_match(info)
     assert not threads_match({**info, "numba": 2})
+
+
+def test_kernels_run_on_the_sleeping_workqueue_layer(cell):
+    # OpenMP's spin-waiting threads starve OpenBLAS's between GEMMs (numba_kernels)
+    import numba
+
+    params, x, _ = small_problem(cell)
+    rnnopt.get_variant(f"numpy-{cell}-numba").forward(params, x)
+    assert numba.threading_layer() == "workqueue"
