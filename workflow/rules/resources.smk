@@ -28,8 +28,12 @@ MODEL_HEADROOM = 4
 JOB_BASE_RUNTIME_MIN = 5
 # torch.compile of a cell: 30-130 s per shape measured here; a slower node gets its margin.
 COMPILE_RUNTIME_MIN = 10
-# Slowest rate any variant runs at, GFLOP/s (the per-sequence naive loops reach about 1 here).
-SLOWEST_GFLOPS = 0.2
+# Pessimistic rates, GFLOP/s: the per-sequence and per-operation Python loops (naive,
+# in-place, tape) reached about 0.9 at the default anchor shape, every GEMM-bound variant at
+# least 2.4 there and tens at the fastrnns shape.
+LOOP_KINDS = ("naive", "inplace", "tape")
+LOOP_GFLOPS = 0.5
+GEMM_GFLOPS = 5.0
 # Calls of a measurement, each counted as a full step (a backward follows an untimed forward):
 # per phase the first, up to 10 warm-up and at least 10 timed calls; a profile job times all
 # three phases.
@@ -78,7 +82,8 @@ def job_mem_mb(wildcards) -> int:
 
 def job_runtime_min(wildcards) -> int:
     """--time of a job, minutes: start-up, compilation for compiled variants, and its calls
-    (CALLS_PER_MEASUREMENT, or the training steps) of a full step at SLOWEST_GFLOPS."""
+    (CALLS_PER_MEASUREMENT, plus the training steps) of a full step at LOOP_GFLOPS for the
+    Python loops, GEMM_GFLOPS for the rest."""
     minutes = JOB_BASE_RUNTIME_MIN
     if "compile" in getattr(wildcards, "variant", ""):
         minutes += COMPILE_RUNTIME_MIN
@@ -86,9 +91,12 @@ def job_runtime_min(wildcards) -> int:
     if shape is not None:
         calls = CALLS_PER_MEASUREMENT
         if hasattr(wildcards, "setting"):
-            calls += config["train"]["steps"]
+            key = config_check.train_job_key(wildcards)
+            calls += TRAIN_STEPS.get(key, config["train"]["steps"])
         step_flops = flop_count(job_cell(wildcards), shape, "step")["total"]
-        minutes += math.ceil(calls * step_flops / (SLOWEST_GFLOPS * 1e9) / 60)
+        kind = getattr(wildcards, "variant", "").rsplit("-", 1)[-1]
+        gflops = LOOP_GFLOPS if kind in LOOP_KINDS else GEMM_GFLOPS
+        minutes += math.ceil(calls * step_flops / (gflops * 1e9) / 60)
     return minutes
 
 
