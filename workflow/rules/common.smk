@@ -106,7 +106,8 @@ def timing_flags(wildcards) -> str:
     timing = config["timing"]
     return (
         f"--min-time-s {timing['min_time_s']} --min-calls {timing['min_calls']} "
-        f"--max-warmup-calls {timing['max_warmup_calls']}"
+        f"--max-warmup-calls {timing['max_warmup_calls']} "
+        f"--split-phases {' '.join(timing['split_phases'])}"
     )
 
 

@@ -52,6 +52,13 @@ def register(subparsers) -> None:
     add_measurement_arguments(parser, phases=PHASES, several_phases=True)
     add_timing_arguments(parser)
     parser.add_argument(
+        "--split-phases",
+        nargs="*",
+        choices=PHASES,
+        default=list(PHASES),
+        help="phases that also time the GEMM-only loop, where the runner has one (default all)",
+    )
+    parser.add_argument(
         "--peak", metavar="PEAK.json", help="peak record (rnnopt peak): adds peak_fraction"
     )
     parser.set_defaults(func=run)
@@ -116,7 +123,8 @@ def run(args) -> int:
                 variant, runner = prepare(one)
             with ProcessCounters() as counters:
                 metrics = time_phase(one, runner, variant.compiles, counters)
-            metrics.update(time_gemm_split(one, runner, metrics["time_ms"]["median"]))
+            if phase in args.split_phases:
+                metrics.update(time_gemm_split(one, runner, metrics["time_ms"]["median"]))
         except VariantFailed as failure:
             write_failure("profile", one, failure, variant, threads_effective=threads)
             continue
