@@ -57,6 +57,7 @@ rule profile:
     params:
         seed=config["seed"],
         timing=timing_flags,
+        split=split_flags,
         caches=compile_caches,
         out=lambda wildcards, output: output.step.replace("step-threads", "{phase}-threads"),
         source=MEASURE_SOURCE,
@@ -71,4 +72,4 @@ rule profile:
         "--device {wildcards.device} --batch {wildcards.batch} --seq-len {wildcards.seq_len} "
         "--input-size {wildcards.input_size} --hidden-size {wildcards.hidden_size} "
         "--phase forward backward step --threads {wildcards.threads} --seed {params.seed} "
-        "{params.timing} --peak {input.peak} --out '{params.out}' > {log} 2>&1"
+        "{params.timing} {params.split} --peak {input.peak} --out '{params.out}' > {log} 2>&1"
