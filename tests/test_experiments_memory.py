@@ -171,6 +171,8 @@ def test_precision_verdict_rules():
     assert worse == "precision lost: held-out loss +20.0% vs float64"
     no_f64 = precision.precision_verdict(row | {"heldout_float64": None, "heldout": 1.32})
     assert no_f64 == "precision lost: held-out loss +20.0% vs float32"
+    better = precision.precision_verdict(row | {"heldout": 0.7})
+    assert better.startswith("result differs, not worse") and "-30.0% vs float64" in better
     single = row | {"dtype": "float32", "heldout_float64": None}
     assert "no more precise training run" in precision.precision_verdict(single)
     assert precision.precision_verdict(row | {"dtype": "float64"}) == "reference dtype"

@@ -88,10 +88,14 @@ def precision_verdict(row) -> str:
     reasons = []
     if error > OUTPUT_ERROR_MATTERS:
         reasons.append(f"h off by {error:.1e} > {OUTPUT_ERROR_MATTERS:g}")
-    if change is not None and abs(change[0]) > SAME_LOSS:
+    if change is not None and change[0] > SAME_LOSS:
         reasons.append(loss)
     if reasons:
         return "precision lost: " + "; ".join(reasons)
+    if change is not None and change[0] < -SAME_LOSS:
+        # Lower precision ended lower: a different trajectory through the plateau, not a
+        # loss of precision; the result still differs, and the row says so.
+        return f"result differs, not worse: h within {error:.1e}, {loss}"
     after = f", {loss}" if loss else " (no more precise training run to compare the loss)"
     return f"no loss that matters: h within {error:.1e}{after}"
 
