@@ -5,6 +5,7 @@ from __future__ import annotations
 import contextlib
 import importlib.util
 import os
+import signal
 
 import pytest
 import torch
@@ -45,3 +46,12 @@ def require_variant(name: str) -> None:
     framework, _, kind = name.split("-", 2)
     if importlib.util.find_spec(f"rnnopt.variants.{framework}_{kind}") is None:
         pytest.skip(f"variant {name} does not exist yet (no rnnopt.variants.{framework}_{kind})")
+
+
+def default_sigint() -> None:
+    """preexec_fn of a child that a test interrupts with Ctrl-C: SIGINT back to its default.
+
+    A process started in the background by a non-interactive shell (a CI runner, `nohup ... &`)
+    inherits SIGINT ignored, and Python then never turns Ctrl-C into KeyboardInterrupt: the
+    interrupted run would go on to the end."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)

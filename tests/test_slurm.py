@@ -23,6 +23,7 @@ import pytest
 import yaml
 
 from rnnopt.flops import Shape, memory_model
+from tests.measure_helpers import default_sigint
 
 REPO = Path(__file__).resolve().parents[1]
 PROFILE = REPO / "workflow" / "profiles" / "slurm"
@@ -217,7 +218,13 @@ def run_to_the_end(command: list[str], cwd: Path, env: dict, timeout_s: float) -
     """(exit code, output) of a Snakemake run; past the timeout it gets Ctrl-C, so that it
     cancels its SLURM jobs instead of leaving them queued, and the test fails."""
     with subprocess.Popen(
-        command, cwd=cwd, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True
+        command,
+        cwd=cwd,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        preexec_fn=default_sigint,
     ) as run:
         try:
             output, _ = run.communicate(timeout=timeout_s)
@@ -244,6 +251,7 @@ def resumed_run(tmp_path_factory):
             stdout=out,
             stderr=subprocess.STDOUT,
             start_new_session=True,
+            preexec_fn=default_sigint,
         )
         deadline = time.monotonic() + 600
         while first.poll() is None and time.monotonic() < deadline:

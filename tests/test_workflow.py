@@ -22,6 +22,7 @@ import rnnopt
 from rnnopt import config_check, list_variants
 from rnnopt.report.comparisons import COMPARISONS
 from rnnopt.report.figures import FIGURES
+from tests.measure_helpers import default_sigint
 
 REPO = Path(__file__).resolve().parents[1]
 WORKFLOW_FILES = ("Snakefile", "workflow", "config")
@@ -205,6 +206,7 @@ def interrupt_mid_run(workdir: Path, signum: int, *extra: str) -> None:
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
         start_new_session=True,
+        preexec_fn=default_sigint,
     )
     incomplete = workdir / ".snakemake" / "incomplete"
     deadline = time.monotonic() + 300
