@@ -18,10 +18,10 @@ import pandas as pd  # noqa: E402
 import seaborn as sns  # noqa: E402
 
 from rnnopt.report import wide  # noqa: E402
+from rnnopt.report.figures import NoData, save_figures  # noqa: E402
 
 WAYS = ("padded", "bucketed", "packed")
 FIGURES = ("autobatch", "varlen")
-DPI = 110
 
 
 def points_of(series: pd.DataFrame, source: str) -> pd.DataFrame:
@@ -29,10 +29,6 @@ def points_of(series: pd.DataFrame, source: str) -> pd.DataFrame:
     rows = series[series["source"] == source]
     table = rows.pivot(index="step", columns="series", values="value")
     return table.reindex(columns=["batch", "tokens_per_s", "peak_mib", "fits"])
-
-
-class NoData(Exception):
-    """The records a figure needs are not there; the message says which."""
 
 
 def autobatch_figure(metrics: pd.DataFrame, series: pd.DataFrame):
@@ -135,18 +131,7 @@ def varlen_figure(metrics: pd.DataFrame, series: pd.DataFrame):
 
 def draw(metrics: pd.DataFrame, series: pd.DataFrame, out_dir: str | Path) -> dict[str, str]:
     """Write out_dir/autobatch.png and varlen.png; name -> "" or why it holds no data."""
-    out_dir = Path(out_dir)
-    out_dir.mkdir(parents=True, exist_ok=True)
-    missing = {}
-    for name, make in (("autobatch", autobatch_figure), ("varlen", varlen_figure)):
-        try:
-            fig, missing[name] = make(metrics, series), ""
-        except NoData as why:
-            fig, ax = plt.subplots(figsize=(8, 3))
-            ax.axis("off")
-            ax.text(0.5, 0.5, f"Not drawn: {why}", ha="center", va="center")
-            missing[name] = str(why)
-        fig.tight_layout()
-        fig.savefig(out_dir / f"{name}.png", dpi=DPI)
-        plt.close(fig)
-    return missing
+    makers = (("autobatch", autobatch_figure), ("varlen", varlen_figure))
+    return save_figures(
+        {name: (lambda make=make: make(metrics, series)) for name, make in makers}, out_dir
+    )

@@ -21,13 +21,9 @@ import seaborn as sns  # noqa: E402
 from rnnopt.report import wide  # noqa: E402
 from rnnopt.report.experiment_rows import format_bytes  # noqa: E402
 from rnnopt.report.experiments_memory import CACHE_LEVELS, cache_points, gc_pairs  # noqa: E402
+from rnnopt.report.figures import NoData, save_figures  # noqa: E402
 
 FIGURES = ("weights_vs_cache", "gc_churn", "precision_error")
-DPI = 110
-
-
-class NoData(Exception):
-    """The records a figure needs are not there; the message says which."""
 
 
 def _first_run(frame: pd.DataFrame, what: str) -> tuple[str, pd.DataFrame]:
@@ -117,18 +113,7 @@ def precision_error(metrics: pd.DataFrame, series: pd.DataFrame):
 
 def draw(metrics: pd.DataFrame, series: pd.DataFrame, out_dir: str | Path) -> dict[str, str]:
     """Write out_dir/<figure>.png for FIGURES; name -> "" or why it holds no data."""
-    out_dir = Path(out_dir)
-    out_dir.mkdir(parents=True, exist_ok=True)
-    missing = {}
-    for name, make in zip(FIGURES, (weights_vs_cache, gc_churn, precision_error), strict=True):
-        try:
-            fig, missing[name] = make(metrics, series), ""
-        except NoData as why:
-            fig, ax = plt.subplots(figsize=(8, 3))
-            ax.axis("off")
-            ax.text(0.5, 0.5, f"Not drawn: {why}", ha="center", va="center")
-            missing[name] = str(why)
-        fig.tight_layout()
-        fig.savefig(out_dir / f"{name}.png", dpi=DPI)
-        plt.close(fig)
-    return missing
+    makers = zip(FIGURES, (weights_vs_cache, gc_churn, precision_error), strict=True)
+    return save_figures(
+        {name: (lambda make=make: make(metrics, series)) for name, make in makers}, out_dir
+    )

@@ -359,19 +359,27 @@ def _placeholder(name: str, why: str):
     return fig
 
 
-def draw_all(metrics: pd.DataFrame, series: pd.DataFrame, out_dir: str | Path) -> dict[str, str]:
-    """Write every figure to out_dir/<name>.png; returns name -> "" or why it is empty."""
+def save_figures(makers: dict, out_dir: str | Path) -> dict[str, str]:
+    """Draw each `name -> make()` into out_dir/<name>.png, a placeholder saying why where
+    `make` raises NoData; returns name -> "" or why it is empty."""
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
-    frames = Frames.of(metrics, series)
     missing = {}
-    sns.set_theme(style="whitegrid", context="notebook")
-    for name, draw in FIGURES.items():
+    for name, make in makers.items():
         try:
-            fig, missing[name] = draw(frames), ""
+            fig, missing[name] = make(), ""
         except NoData as why:
             fig, missing[name] = _placeholder(name, str(why)), str(why)
         fig.tight_layout()
         fig.savefig(out_dir / f"{name}.png", dpi=DPI)
         plt.close(fig)
     return missing
+
+
+def draw_all(metrics: pd.DataFrame, series: pd.DataFrame, out_dir: str | Path) -> dict[str, str]:
+    """Write every figure to out_dir/<name>.png; returns name -> "" or why it is empty."""
+    frames = Frames.of(metrics, series)
+    sns.set_theme(style="whitegrid", context="notebook")
+    return save_figures(
+        {name: (lambda draw=draw: draw(frames)) for name, draw in FIGURES.items()}, out_dir
+    )
