@@ -25,9 +25,9 @@ import tempfile
 from collections.abc import Callable
 from pathlib import Path
 
-import numpy as np
-
 from rnnopt.flops import Shape
+from rnnopt.harness import make_inputs, phase_call
+from rnnopt.variants import get_variant
 
 MIB = 2**20
 WARMUP_CALLS = 2
@@ -55,15 +55,13 @@ def tracked(call: Callable[[], object]) -> tuple[dict, object]:
     return {"peak_bytes": int(peak), "kept_bytes": int(kept)}, result
 
 
-def _phase_calls(runner, phase: str) -> list[Callable[[], None]]:
-    """The calls of one measured phase: backward needs its forward first."""
-    calls = {"forward": [runner.forward], "backward": [runner.forward, runner.backward]}
-    return [*calls.get(phase, [runner.step]), runner.sync]
-
-
 def _run_phase(runner, phase: str) -> None:
-    for call in _phase_calls(runner, phase):
-        call()
+    """One call of the phase, as the timing harness makes it (backward after its forward)."""
+    call, before = phase_call(runner, phase)
+    if before is not None:
+        before()
+    call()
+    runner.sync()
 
 
 def step_peak_of(make_runner: Callable[[], object], phase: str, device: str = "cpu") -> dict:
@@ -138,9 +136,6 @@ def step_peak(
     The float64 inputs (params, x (B, T, I), grad_y (B, T, H)) are made before any window;
     the runner's conversions of them are inside it. Raises what the variant raises.
     """
-    from rnnopt.harness import make_inputs
-    from rnnopt.variants import get_variant
-
     cell = variant_name.split("-")[1]
     params, x, grad_y = make_inputs(cell, shape, seed)
 
@@ -149,8 +144,3 @@ def step_peak(
         return variant.runner(params, x, grad_y, 1e-3)
 
     return step_peak_of(make_runner, phase, device)
-
-
-def nbytes_of(arrays) -> int:
-    """Sum of .nbytes of the numpy arrays among `arrays` (workspaces of a variant)."""
-    return sum(a.nbytes for a in arrays if isinstance(a, np.ndarray))
