@@ -12,6 +12,8 @@ Every compiled (cell, dtype) pair costs two Inductor graphs (no_grad forward, tr
 so all compile cases share one small shape; with a warm TORCHINDUCTOR_CACHE_DIR they reload.
 """
 
+import subprocess
+import sys
 import warnings
 
 import pytest
@@ -99,6 +101,41 @@ def test_runner_step_is_one_sgd_step(kind, dtype, cell):
         # Float32 master weights under autocast: the update itself loses nothing here.
         grad = (params[name] - weights[name]) / lr
         assert max_rel_error(grad, expected[name]) <= TOLERANCES[dtype], name
+
+
+@pytest.mark.parametrize("kind", ["cell", "nn"])
+def test_runner_steps_start_from_fresh_gradients(kind, cell):
+    """The second step is one SGD step from the first's weights: no gradient carried over."""
+    params, x, grad_y = small_problem(cell)
+    lr = 0.1
+    runner = get_variant(f"torch-{cell}-{kind}", dtype="float64").runner(params, x, grad_y, lr)
+    runner.step()
+    # copies: a float64 CPU parameter's numpy view would follow the second update
+    after_one = {name: w.copy() for name, w in runner_weights(runner).items()}
+    runner.step()
+    after_two = runner_weights(runner)
+    expected = reference.vjp(after_one, x, grad_y)
+    for name in PARAM_NAMES:
+        grad = (after_one[name] - after_two[name]) / lr
+        assert max_rel_error(grad, expected[name]) <= TOLERANCES["float64"], name
+
+
+def test_runner_step_leaves_torch_dynamo_unimported():
+    """The step's plain SGD update costs no torch._dynamo import (torch.optim's would: ~2 s
+    per profile process)."""
+    script = (
+        "import sys, numpy as np\n"
+        "from rnnopt import get_variant\n"
+        "from rnnopt.harness import make_inputs\n"
+        "from rnnopt.flops import Shape\n"
+        "params, x, grad_y = make_inputs('lstm', Shape(2, 3, 4, 5), 0)\n"
+        "runner = get_variant('torch-lstm-nn', dtype='float32').runner(params, x, grad_y)\n"
+        "runner.step()\n"
+        "print('torch._dynamo' in sys.modules)\n"
+    )
+    result = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.strip() == "False"
 
 
 @pytest.mark.parametrize("kind", KINDS)

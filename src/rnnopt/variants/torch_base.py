@@ -101,6 +101,11 @@ def to_numpy(t: torch.Tensor) -> np.ndarray:
 
 
 class TorchRunner(Runner):
+    """The timed phases of a torch variant. The step's update is plain SGD, p -= lr * grad,
+    written with one foreach op: torch.optim.SGD computes the same, but constructing any
+    torch.optim optimizer imports torch._dynamo (about 2 s per process, more than a small
+    shape's whole measurement). float16 keeps torch.optim.SGD, which its GradScaler steps."""
+
     def __init__(self, variant: TorchVariant, params, x, grad_y, lr):
         self.variant = variant
         self.device = variant.device
@@ -108,9 +113,12 @@ class TorchRunner(Runner):
         self.x = variant.tensor(x)
         out_dtype = TORCH_DTYPES[variant.dtype]
         self.grad_y = torch.from_numpy(np.asarray(grad_y)).to(self.device, out_dtype)
-        self.optimizer = torch.optim.SGD(self.module.parameters(), lr=lr)
-        # GradScaler only where float16 needs it; enabled=False makes it a pass-through.
-        self.scaler = torch.amp.GradScaler(self.device, enabled=variant.dtype == "float16")
+        self.lr = lr
+        self.parameters = list(self.module.parameters())
+        self.scaler = None
+        if variant.dtype == "float16":
+            self.optimizer = torch.optim.SGD(self.parameters, lr=lr)
+            self.scaler = torch.amp.GradScaler(self.device)
         self._y = None
 
     def forward(self):
@@ -123,11 +131,17 @@ class TorchRunner(Runner):
         self._y = None
 
     def step(self):
-        self.optimizer.zero_grad(set_to_none=True)
+        for p in self.parameters:
+            p.grad = None
         self.forward()
-        y = self._y
+        y, self._y = self._y, None
+        if self.scaler is None:
+            y.backward(self.grad_y.to(y.dtype))
+            trained = [p for p in self.parameters if p.grad is not None]
+            with torch.no_grad():
+                torch._foreach_add_(trained, [p.grad for p in trained], alpha=-self.lr)
+            return
         self.scaler.scale(y).backward(self.grad_y.to(y.dtype))
-        self._y = None
         self.scaler.step(self.optimizer)
         self.scaler.update()
 
