@@ -9,7 +9,7 @@ from rnnopt.flops import (
     memory_model,
     param_count,
 )
-from rnnopt.fma_peak import theoretical_gflops
+from rnnopt.fma_peak import native_bf16, theoretical_gflops
 from rnnopt.peak import ceiling_of
 
 # T=2, B=3, I=4, H=5: T*B*H = 30 hidden units over the sequence, T*B*I = 24 inputs.
@@ -132,3 +132,22 @@ def test_theoretical_fma_peak(vendor, family, flags, bits):
     assert peak["float32"] == pytest.approx(2 * 2.5 * 2 * 2 * bits / 32)
     assert peak["float64"] == pytest.approx(peak["float32"] / 2)
     assert theoretical_gflops(1, "processor\t: 0\nflags\t: avx2\n") == {}
+
+
+@pytest.mark.parametrize(
+    "flags, native",
+    [
+        ("avx2 fma avx512f avx512_bf16", True),  # Zen 4, Cooper Lake and later
+        ("avx2 fma avx512f amx_bf16 amx_tile", True),  # Sapphire Rapids
+        ("avx2 fma avx512f", False),  # Skylake-SP: AVX-512 without BF16
+        ("avx2 fma", False),  # Zen 3: emulated
+    ],
+)
+def test_native_bf16_from_the_cpu_flags(flags, native):
+    text = CPUINFO.format(vendor="AuthenticAMD", family=25, flags=flags)
+    assert native_bf16(text) is native
+
+
+def test_native_bf16_on_arm_reads_features():
+    assert native_bf16("processor\t: 0\nFeatures\t: fp asimd bf16 i8mm\n") is True
+    assert native_bf16("processor\t: 0\nFeatures\t: fp asimd\n") is False

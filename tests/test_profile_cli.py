@@ -5,6 +5,7 @@ No timing assertions: only that records are written, valid, and say what happene
 
 import pytest
 
+import rnnopt.commands.profile
 import rnnopt.harness
 import rnnopt.variants
 from rnnopt.flops import PHASES
@@ -107,6 +108,30 @@ def test_missing_cuda_is_skipped(tmp_path, monkeypatch):
     assert code == 0
     assert record["status"] == "skipped" and "CUDA" in record["reason"]
     assert record["device"] == "cuda" and record["framework"] == "torch"
+
+
+@pytest.mark.parametrize("native", [False, True])
+def test_native_only_skips_emulated_bfloat16(tmp_path, monkeypatch, native):
+    monkeypatch.setattr(rnnopt.commands.profile, "native_bf16", lambda: native)
+    template = str(tmp_path / "{phase}.json")
+    argv = ["profile", "--variant", "torch-lstm-nn", *TINY, "--threads", "1", *QUICK]
+    argv += ["--dtype", "bfloat16", "--native-only", "--phase", *PHASES, "--out", template]
+    assert run_cli(*argv) == 0
+    records = [read_record(tmp_path / f"{phase}.json") for phase in PHASES]
+    if native:
+        assert all(r["status"] == "ok" for r in records)
+        return
+    for phase, record in zip(PHASES, records, strict=True):
+        assert record["status"] == "skipped" and record["phase"] == phase
+        assert "no native bfloat16" in record["reason"] and "\n" not in record["reason"]
+        assert record["dtype"] == "bfloat16" and record["variant"] == "torch-lstm-nn"
+        assert "metrics" not in record or not record["metrics"]
+
+
+def test_native_only_times_other_dtypes(tmp_path, monkeypatch):
+    monkeypatch.setattr(rnnopt.commands.profile, "native_bf16", lambda: False)
+    code, record = profile(tmp_path, "torch-lstm-nn", "--phase", "forward", "--native-only")
+    assert code == 0 and record["status"] == "ok"
 
 
 class FakeVariant:

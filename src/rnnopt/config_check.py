@@ -211,6 +211,11 @@ def profile_jobs(entries: list[dict], cores: int | None = None) -> list[dict]:
     ]
 
 
+def native_only_jobs(entries: list[dict], cores: int | None = None) -> list[dict]:
+    """The profile jobs of the entries marked native_only (rnnopt profile --native-only)."""
+    return profile_jobs([entry for entry in entries if entry.get("native_only")], cores)
+
+
 def timer_check_jobs(config: dict, cores: int | None = None) -> list[dict]:
     """One dict per (profiled thread count, timer_check shape)."""
     return [

@@ -58,6 +58,11 @@ TRAIN_JOBS = config_check.train_jobs(config["train"])
 TRAIN_SETTINGS = config_check.train_settings(config["train"])
 TRAIN_STEPS = {config_check.train_job_key(job): job["steps"] for job in TRAIN_JOBS}
 PROFILE_JOBS = config_check.profile_jobs(config["profile"])
+PROFILE_JOB_KEYS = ("variant", "dtype", "device", "threads", *config_check.SHAPE_KEYS)
+NATIVE_ONLY = {
+    tuple(str(job[key]) for key in PROFILE_JOB_KEYS)
+    for job in config_check.native_only_jobs(config["profile"])
+}
 MEMORY_JOBS = config_check.measure_jobs(config["memory"])
 PROFILED_THREADS = [{"threads": n} for n in config_check.profiled_threads(config)]
 CHURN_JOBS = [
@@ -94,6 +99,12 @@ def all_cores(wildcards) -> int:
     return workflow.cores if config["timing_alone"] else 1
 
 
+def train_cores(wildcards) -> int:
+    """Threads of a train job: one for the untimed base runs (loss curves), every core for
+    the timed experiments."""
+    return 1 if wildcards.setting == "base" else all_cores(wildcards)
+
+
 def compile_caches(wildcards) -> str:
     """Kernel caches of torch.compile and numba inside the run, as the environment of the
     job's command: reruns reuse compiled kernels instead of paying compilation again."""
@@ -108,6 +119,12 @@ def timing_flags(wildcards) -> str:
         f"--min-time-s {timing['min_time_s']} --min-calls {timing['min_calls']} "
         f"--max-warmup-calls {timing['max_warmup_calls']}"
     )
+
+
+def native_flag(wildcards) -> str:
+    """--native-only for the jobs of profile entries marked native_only."""
+    key = tuple(getattr(wildcards, name) for name in PROFILE_JOB_KEYS)
+    return "--native-only" if key in NATIVE_ONLY else ""
 
 
 def split_flags(wildcards) -> str:

@@ -58,6 +58,7 @@ rule profile:
         seed=config["seed"],
         timing=timing_flags,
         split=split_flags,
+        native=native_flag,
         caches=compile_caches,
         out=lambda wildcards, output: output.step.replace("step-threads", "{phase}-threads"),
         source=MEASURE_SOURCE,
@@ -72,4 +73,4 @@ rule profile:
         "--device {wildcards.device} --batch {wildcards.batch} --seq-len {wildcards.seq_len} "
         "--input-size {wildcards.input_size} --hidden-size {wildcards.hidden_size} "
         "--phase forward backward step --threads {wildcards.threads} --seed {params.seed} "
-        "{params.timing} {params.split} --peak {input.peak} --out '{params.out}' > {log} 2>&1"
+        "{params.timing} {params.split} {params.native} --peak {input.peak} --out '{params.out}' > {log} 2>&1"

@@ -15,8 +15,9 @@ from __future__ import annotations
 import argparse
 
 from rnnopt.counters import ProcessCounters
-from rnnopt.errors import UserError
+from rnnopt.errors import UnavailableError, UserError
 from rnnopt.flops import PHASES, derived_metrics
+from rnnopt.fma_peak import native_bf16
 from rnnopt.harness import (
     VariantFailed,
     add_measurement_arguments,
@@ -61,8 +62,24 @@ def register(subparsers) -> None:
     parser.add_argument(
         "--peak", metavar="PEAK.json", help="peak record (rnnopt peak): adds peak_fraction"
     )
+    parser.add_argument(
+        "--native-only",
+        action="store_true",
+        help="record bfloat16 on a CPU without native bfloat16 arithmetic as skipped, untimed",
+    )
     parser.set_defaults(func=run)
 
+
+def emulated_dtype(args) -> str | None:
+    """Why --native-only skips this job (bfloat16 the CPU can only emulate), or None."""
+    if not args.native_only or args.device != "cpu" or args.dtype != "bfloat16":
+        return None
+    if native_bf16():
+        return None
+    return (
+        "no native bfloat16 on this CPU (no avx512_bf16 / amx_bf16 flag): autocast emulates "
+        "it, several times slower; timed at the smaller shapes only (native_only)"
+    )
 
 def time_phase(args, runner, compiles: bool, counters=None, keep_samples: bool = False) -> dict:
     """The timing protocol on the runner's phase; variant errors surface as VariantFailed."""
@@ -115,6 +132,12 @@ def run(args) -> int:
         raise UserError(f"--out {args.out!r} must contain {{phase}} to hold several phases")
     threads = apply_threads(args.threads, use_torch=uses_torch(args.variant))
     peak = read_record(args.peak) if args.peak else None
+    emulated = emulated_dtype(args)
+    if emulated is not None:
+        failure = VariantFailed(UnavailableError(emulated))
+        for phase in phases:
+            write_failure("profile", phase_args(args, phase), failure, threads_effective=threads)
+        return 0
     variant = runner = None
     for phase in phases:
         one = phase_args(args, phase)
