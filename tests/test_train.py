@@ -235,6 +235,19 @@ def test_cli_writes_a_valid_train_record(dataset_path, tmp_path):
     assert len(record["series"]["loss"]) == len(record["series"]["grad_norm"]) == 6
 
 
+def test_cli_untimed_leaves_the_timing_out(dataset_path, tmp_path):
+    out = tmp_path / "train.json"
+    extra = ["--variant", "numpy-lstm-fused", "--dtype", "float64", "--untimed"]
+    assert cli(dataset_path, out, *extra) == 0
+    record = read_record(out)
+    assert record["status"] == "ok"
+    for key in ("time_per_step_ms", "first_step_ms", "tokens_per_s"):
+        assert key not in record["metrics"], key
+    assert "step_time_ms" not in record["series"]
+    assert len(record["series"]["loss"]) == record["metrics"]["steps_completed"] == 6
+    assert any(note.startswith("untimed") for note in record["notes"])
+
+
 def test_cli_float16_on_cpu_writes_skipped(dataset_path, tmp_path):
     out = tmp_path / "train.json"
     assert cli(dataset_path, out, "--variant", "torch-rnn-cell", "--dtype", "float16") == 0

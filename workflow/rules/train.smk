@@ -8,10 +8,13 @@ rule train:
         "results/{run}/logs/train/{task}/{setting}/{variant}/{device}-{dtype}.log",
     params:
         settings=train_flags,
+        untimed=lambda wildcards: "--untimed" if wildcards.setting == "base" else "",
         caches=compile_caches,
         source=MEASURE_SOURCE,
-    # Timed: the job takes every core, so nothing runs beside it (--threads sets its pools).
-    threads: all_cores
+    # The experiments (clipping, accumulation, batch size) compare times per step: they take
+    # every core, so nothing runs beside them (--threads sets their pools). The base runs give
+    # loss curves only: one core each, untimed, two at a time.
+    threads: train_cores
     resources:
         mem_mb=job_mem_mb,
         runtime=job_runtime_min,
@@ -20,4 +23,4 @@ rule train:
         "{params.caches} "
         "python -m rnnopt train --variant {wildcards.variant} --dtype {wildcards.dtype} "
         "--device {wildcards.device} --data {input.data} {params.settings} "
-        "--out {output.record} > {log} 2>&1"
+        "{params.untimed} --out {output.record} > {log} 2>&1"

@@ -58,8 +58,18 @@ def register(subparsers) -> None:
     )
     parser.add_argument("--threads", type=int, help="torch and BLAS threads (default: as is)")
     parser.add_argument("--seed", type=int, default=0, help="weights and batch order")
+    parser.add_argument(
+        "--untimed",
+        action="store_true",
+        help="the job shares the CPU with others: leave the timing metrics out of the record",
+    )
     parser.add_argument("--out", required=True, help="record to write (.json)")
     parser.set_defaults(func=run)
+
+
+# Metrics (and the step_time_ms series) that mean something only when the job had the CPU
+# to itself.
+TIMING_METRICS = ("time_per_step_ms", "first_step_ms", "tokens_per_s")
 
 
 def run(args) -> int:
@@ -114,15 +124,20 @@ def run(args) -> int:
         record = make_record("train", status=status, reason=reason, variant=variant, **fields)
     else:
         notes = [*result.notes, *getattr(variant, "notes", [])]
-        if variant.compiles:
+        metrics, series = result.metrics, result.series
+        if args.untimed:
+            metrics = {k: v for k, v in metrics.items() if k not in TIMING_METRICS}
+            series = {k: v for k, v in series.items() if k != "step_time_ms"}
+            notes.append("untimed: ran beside other jobs, so no time per step is recorded")
+        elif variant.compiles:
             notes.append("first_step_ms includes compilation; time_per_step_ms leaves it out")
         record = make_record(
             "train",
             status=result.status,
             reason=result.reason,
-            metrics=result.metrics,
+            metrics=metrics,
             variant=variant,
-            series=result.series,
+            series=series,
             notes=notes,
             **fields,
         )
