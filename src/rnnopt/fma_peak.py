@@ -19,6 +19,14 @@ DTYPE_BITS = {"float64": 64, "float32": 32}
 ZEN5_FAMILY = 0x1A
 
 
+def host_cpuinfo() -> str | None:
+    """This host's /proc/cpuinfo, or None where there is none."""
+    try:
+        return Path("/proc/cpuinfo").read_text()
+    except OSError:
+        return None
+
+
 def cpuinfo_fields(text: str) -> dict[str, str]:
     """The first processor's `key: value` lines of /proc/cpuinfo."""
     fields: dict[str, str] = {}
@@ -43,11 +51,9 @@ def datapath_bits(fields: dict[str, str]) -> int:
 
 def theoretical_gflops(threads: int, cpuinfo: str | None = None) -> dict:
     """{"float64", "float32": GFLOP/s, "mhz", "datapath_bits", "fma_pipes"}; {} when unknown."""
+    cpuinfo = host_cpuinfo() if cpuinfo is None else cpuinfo
     if cpuinfo is None:
-        try:
-            cpuinfo = Path("/proc/cpuinfo").read_text()
-        except OSError:
-            return {}
+        return {}
     fields = cpuinfo_fields(cpuinfo)
     try:
         mhz = float(fields["cpu MHz"])
@@ -71,11 +77,9 @@ NATIVE_BF16_FLAGS = ("avx512_bf16", "amx_bf16", "bf16")
 
 def native_bf16(cpuinfo: str | None = None) -> bool:
     """Whether the CPU reports bfloat16 arithmetic (NATIVE_BF16_FLAGS); False when unknown."""
+    cpuinfo = host_cpuinfo() if cpuinfo is None else cpuinfo
     if cpuinfo is None:
-        try:
-            cpuinfo = Path("/proc/cpuinfo").read_text()
-        except OSError:
-            return False
+        return False
     fields = cpuinfo_fields(cpuinfo)
     flags = set((fields.get("flags", "") + " " + fields.get("Features", "")).split())
     return any(flag in flags for flag in NATIVE_BF16_FLAGS)

@@ -99,10 +99,18 @@ def all_cores(wildcards) -> int:
     return workflow.cores if config["timing_alone"] else 1
 
 
+def untimed_train(wildcards) -> bool:
+    """The base runs give loss curves only: untimed; the experiments compare times."""
+    return wildcards.setting == "base"
+
+
 def train_cores(wildcards) -> int:
-    """Threads of a train job: one for the untimed base runs (loss curves), every core for
-    the timed experiments."""
-    return 1 if wildcards.setting == "base" else all_cores(wildcards)
+    """Threads of a train job: one for an untimed run, every core for a timed one."""
+    return 1 if untimed_train(wildcards) else all_cores(wildcards)
+
+
+def train_untimed_flag(wildcards) -> str:
+    return "--untimed" if untimed_train(wildcards) else ""
 
 
 def compile_caches(wildcards) -> str:

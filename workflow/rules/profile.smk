@@ -73,4 +73,5 @@ rule profile:
         "--device {wildcards.device} --batch {wildcards.batch} --seq-len {wildcards.seq_len} "
         "--input-size {wildcards.input_size} --hidden-size {wildcards.hidden_size} "
         "--phase forward backward step --threads {wildcards.threads} --seed {params.seed} "
-        "{params.timing} {params.split} {params.native} --peak {input.peak} --out '{params.out}' > {log} 2>&1"
+        "{params.timing} {params.split} {params.native} --peak {input.peak} "
+        "--out '{params.out}' > {log} 2>&1"

@@ -8,7 +8,7 @@ rule train:
         "results/{run}/logs/train/{task}/{setting}/{variant}/{device}-{dtype}.log",
     params:
         settings=train_flags,
-        untimed=lambda wildcards: "--untimed" if wildcards.setting == "base" else "",
+        untimed=train_untimed_flag,
         caches=compile_caches,
         source=MEASURE_SOURCE,
     # The experiments (clipping, accumulation, batch size) compare times per step: they take

@@ -81,6 +81,7 @@ def emulated_dtype(args) -> str | None:
         "it, several times slower; timed at the smaller shapes only (native_only)"
     )
 
+
 def time_phase(args, runner, compiles: bool, counters=None, keep_samples: bool = False) -> dict:
     """The timing protocol on the runner's phase; variant errors surface as VariantFailed."""
     call, before = guard_calls(*phase_call(runner, args.phase))

@@ -103,8 +103,9 @@ def to_numpy(t: torch.Tensor) -> np.ndarray:
 class TorchRunner(Runner):
     """The timed phases of a torch variant. The step's update is plain SGD, p -= lr * grad,
     written with one foreach op: torch.optim.SGD computes the same, but constructing any
-    torch.optim optimizer imports torch._dynamo (about 2 s per process, more than a small
-    shape's whole measurement). float16 keeps torch.optim.SGD, which its GradScaler steps."""
+    torch.optim optimizer imports torch._dynamo (1.9 s under cProfile; about 0.6 s of a
+    process's wall time, as backward imports part of it anyway). float16 keeps
+    torch.optim.SGD, which its GradScaler steps."""
 
     def __init__(self, variant: TorchVariant, params, x, grad_y, lr):
         self.variant = variant
