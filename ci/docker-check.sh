@@ -115,8 +115,9 @@ install_tools() {
     if ((${#missing[@]})); then
         [[ $(id -u) -eq 0 ]] || skip "dockerd or debootstrap missing, and installing them needs root"
         command -v apt-get >/dev/null || skip "dockerd or debootstrap missing, and no apt-get"
-        apt-get update -q
-        DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends \
+        local apt=(apt-get -o DPkg::Lock::Timeout=180 -o Acquire::Retries=3)
+        "${apt[@]}" update -q
+        DEBIAN_FRONTEND=noninteractive "${apt[@]}" install -y -q --no-install-recommends \
             docker.io debootstrap
     fi
     [[ $(id -u) -eq 0 ]] || skip "a private dockerd needs root"

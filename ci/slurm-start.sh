@@ -81,10 +81,24 @@ install_packages() {
     if [[ ! -e $policy ]]; then
         printf '#!/bin/sh\nexit 101\n' >"$policy" && chmod +x "$policy" && own_policy=1
     fi
-    apt-get update -qq
-    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends \
-        "${missing[@]}" >"$STATE/log/apt.log" 2>&1 || { tail -n 30 "$STATE/log/apt.log" >&2; exit 1; }
-    ((own_policy)) && rm -f "$policy"
+    # A fresh machine may still hold the dpkg lock (a boot-time apt run) or meet a mirror
+    # hiccup: wait for the lock, and retry the update and install before giving up.
+    local attempt log="$STATE/log/apt.log"
+    local apt=(apt-get -o DPkg::Lock::Timeout=180 -o Acquire::Retries=3)
+    for attempt in 1 2 3; do
+        if "${apt[@]}" update -qq >>"$log" 2>&1 \
+            && DEBIAN_FRONTEND=noninteractive "${apt[@]}" install -y -qq \
+                --no-install-recommends "${missing[@]}" >>"$log" 2>&1; then
+            if ((own_policy)); then rm -f "$policy"; fi
+            return 0
+        fi
+        say "apt-get failed (attempt $attempt of 3); see $log"
+        if ((attempt < 3)); then sleep $((attempt * 15)); fi
+    done
+    if ((own_policy)); then rm -f "$policy"; fi
+    # On stdout too: a CI log that keeps only one stream still shows why.
+    tail -n 30 "$log" | tee /dev/stderr
+    exit 1
 }
 
 render() { # render TEMPLATE OUT: fill the @NAME@ fields
