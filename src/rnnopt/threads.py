@@ -31,10 +31,15 @@ THREAD_ENV_VARS = (
 
 
 def set_thread_env(threads: int) -> None:
-    """Export the thread count for libraries loaded from now on (and child processes)."""
+    """Export the thread count for libraries loaded from now on (and child processes).
+
+    NUMBA_NUM_THREADS is left alone once numba is loaded: numba rereads it at every compile
+    and raises if it no longer matches the pool it launched (set_num_threads sizes that)."""
     if threads < 1:
         raise UserError(f"threads must be >= 1, got {threads}")
     for name in THREAD_ENV_VARS:
+        if name == "NUMBA_NUM_THREADS" and "numba" in sys.modules:
+            continue
         os.environ[name] = str(threads)
 
 
