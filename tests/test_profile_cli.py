@@ -87,6 +87,35 @@ def test_profile_times_several_phases_in_one_process(tmp_path):
     )
 
 
+def test_backward_and_step_come_from_one_loop_of_training_steps(tmp_path, monkeypatch):
+    calls = []
+
+    class LoggingVariant(FakeVariant):
+        def runner(self, *args):
+            runner = Runner()
+            for name in ("forward", "backward", "update"):
+                setattr(runner, name, lambda name=name: calls.append(name))
+            return runner
+
+    monkeypatch.setattr(rnnopt.harness, "get_variant", lambda *a, **k: LoggingVariant(None))
+    template = str(tmp_path / "{phase}.json")
+    argv = ["profile", "--variant", "numpy-lstm-naive", *TINY, "--threads", "1", *QUICK]
+    assert run_cli(*argv, "--phase", *PHASES, "--out", template) == 0
+    records = {phase: read_record(tmp_path / f"{phase}.json") for phase in PHASES}
+    steps = records["step"]["metrics"]["time_ms"]["n"] + records["step"]["metrics"]["warmup_calls"]
+    assert calls == ["forward", "backward", "update"] * steps  # no forward or backward alone
+    for record in records.values():
+        assert record["status"] == "ok"
+        assert record["metrics"]["time_ms"]["n"] == records["step"]["metrics"]["time_ms"]["n"]
+        assert rnnopt.commands.profile.TRAINING_STEP_NOTE in record["notes"]
+    # a forward asked for alone is timed alone, without the note
+    calls.clear()
+    assert run_cli(*argv, "--phase", "forward", "--out", str(tmp_path / "alone.json")) == 0
+    assert set(calls) == {"forward"}
+    alone = read_record(tmp_path / "alone.json")
+    assert rnnopt.commands.profile.TRAINING_STEP_NOTE not in alone["notes"]
+
+
 def test_several_phases_need_a_phase_placeholder(tmp_path, capsys):
     out = tmp_path / "one.json"
     argv = ["profile", "--variant", "numpy-lstm-fused", *TINY, "--threads", "1", *QUICK]
@@ -155,7 +184,7 @@ class FakeVariant:
 
     def runner(self, *args):
         runner = Runner()
-        runner.forward = runner.backward = runner.step = self.raise_error
+        runner.forward = runner.backward = runner.update = runner.step = self.raise_error
         return runner
 
     def raise_error(self):

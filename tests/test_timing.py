@@ -5,6 +5,7 @@ import pytest
 from rnnopt.counters import ProcessCounters
 from rnnopt.timing import (
     benchmark,
+    benchmark_segments,
     block_means,
     is_noisy,
     make_measure,
@@ -120,3 +121,94 @@ def test_block_means_group_consecutive_samples():
     assert block_means(samples, 10) == [2.0]
     with pytest.raises(ValueError):
         block_means(samples, 0)
+
+
+class SegmentClock:
+    """A clock that only the segments move: each call advances it by its own duration."""
+
+    def __init__(self):
+        self.now = 0
+        self.events = []
+
+    def __call__(self):
+        return self.now
+
+    def segment(self, name, ns):
+        def call():
+            self.events.append(name)
+            self.now += ns
+
+        return name, call
+
+
+class LoggedCounter:
+    def __init__(self, name, log):
+        self.name, self.log, self.starts = name, log, 0
+
+    def start(self):
+        self.log.append(f"start {self.name}")
+        self.starts += 1
+
+    def stop(self):
+        self.log.append(f"stop {self.name}")
+
+
+def test_benchmark_segments_times_each_segment_and_the_step_as_their_sum(monkeypatch):
+    clock = SegmentClock()
+    segments = [
+        clock.segment("forward", 3_000_000),
+        clock.segment("backward", 5_000_000),
+        clock.segment("update", 1_000_000),
+    ]
+    # the counters only record what they are told; their gc part is the real one
+    monkeypatch.setattr(ProcessCounters, "start", lambda self: clock.events.append("c+"))
+    monkeypatch.setattr(ProcessCounters, "stop", lambda self: clock.events.append("c-"))
+    with ProcessCounters() as fwd, ProcessCounters() as bwd, ProcessCounters() as step:
+        metrics = benchmark_segments(
+            segments,
+            min_time_s=0.05,  # 9 ms per step: 6 steps reach it, more than min_calls
+            min_calls=4,
+            max_warmup_calls=4,
+            counters={"forward": fwd, "backward": bwd, "step": step},
+            total="step",
+            clock=clock,
+        )
+    assert set(metrics) == {"forward", "backward", "update", "step"}
+    assert metrics["forward"]["time_ms"]["median"] == 3
+    assert metrics["backward"]["time_ms"]["median"] == 5
+    assert metrics["step"]["time_ms"]["median"] == 9  # the sum of its segments
+    assert {m["time_ms"]["n"] for m in metrics.values()} == {6}
+    # warm-up: the first step, then two that agree; each segment keeps its own share of it
+    assert metrics["step"]["warmup_calls"] == 3 and metrics["step"]["warmup_stable"]
+    assert metrics["backward"]["first_call_s"] == 5e-3
+    assert metrics["step"]["warmup_s"] == pytest.approx(3 * 9e-3)
+    assert "per_call" in metrics["forward"] and "per_call" not in metrics["update"]
+    # warm-up calls run without counters; each timed segment inside its own counter and the
+    # step's, switched outside the segment's bracket
+    warm, timed = clock.events[:9], clock.events[9:]
+    assert warm == ["forward", "backward", "update"] * 3
+    assert timed[:11] == [
+        "c+",
+        "c+",
+        "forward",
+        "c-",
+        "c-",
+        "c+",
+        "c+",
+        "backward",
+        "c-",
+        "c-",
+        "c+",
+    ]
+    assert timed.count("update") == 6 and timed.count("c+") == 6 * 5
+
+
+def test_benchmark_segments_stops_on_the_step_total():
+    clock = SegmentClock()
+    segments = [clock.segment("forward", 200_000_000), clock.segment("update", 200_000_000)]
+    metrics = benchmark_segments(
+        segments, min_time_s=1.0, min_calls=2, max_warmup_calls=1, clock=clock
+    )
+    # 0.4 s per step: 3 steps reach 1 s although each segment alone would need 5
+    assert metrics["total"]["time_ms"]["n"] == 3
+    assert metrics["total"]["warmup_calls"] == 1 and not metrics["total"]["warmup_stable"]

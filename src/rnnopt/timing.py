@@ -10,10 +10,16 @@
 A measured call is `call(); sync()` bracketed by `time.perf_counter_ns` on CPU, or by CUDA
 events on a GPU. An optional `prepare` (the untimed forward before a timed backward) runs and
 syncs before the bracket. Process counters run inside the bracket's stretch only.
+
+`benchmark_segments` runs the same protocol on a call made of consecutive segments (a training
+step: forward, backward, update) and times each segment by its own bracket: one loop of calls
+gives every phase its samples. The call's time is the sum of its segments; warm-up stability,
+min_time_s and min_calls apply to that sum.
 """
 
 from __future__ import annotations
 
+import itertools
 import statistics
 import time
 from collections.abc import Callable
@@ -176,6 +182,132 @@ def is_noisy(time_ms: dict, threshold: float = NOISY_IQR_OVER_MEDIAN) -> bool:
     return time_ms["median"] > 0 and time_ms["iqr"] / time_ms["median"] > threshold
 
 
+def make_segment_measure(
+    segments: list[tuple[str, Call]],
+    *,
+    sync: Call = lambda: None,
+    device: str = "cpu",
+    counters: dict | None = None,
+    clock: Callable[[], int] = time.perf_counter_ns,
+) -> Callable[[], list[int]]:
+    """A measure of one call made of `segments` [(name, call)]: nanoseconds per segment.
+
+    On CPU each segment is `call(); sync()` in its own perf_counter bracket. On CUDA, events
+    between segments and one synchronize at the end: the GPU's queue is not drained between
+    segments, as in an untimed training step. `counters` ({name: ProcessCounters}, optional)
+    start and stop outside the brackets: on CPU around their own segment, and a counter named
+    by no segment around each segment (the whole call's); on CUDA, where the CPU's work on
+    one segment overlaps the GPU's on another, every counter around the whole call."""
+    names = [name for name, _ in segments]
+    counters = counters or {}
+    outer = [c for name, c in counters.items() if name not in names]
+
+    def switch(group, on: bool) -> None:
+        for counter in group:
+            if on:
+                counter.start()
+            else:
+                counter.stop()
+
+    if device == "cuda":
+        import torch
+
+        def measure_cuda() -> list[int]:
+            sync()
+            events = [torch.cuda.Event(enable_timing=True) for _ in range(len(segments) + 1)]
+            switch(counters.values(), True)
+            events[0].record()
+            for (_, call), event in zip(segments, events[1:], strict=True):
+                call()
+                event.record()
+            events[-1].synchronize()
+            switch(counters.values(), False)
+            return [round(a.elapsed_time(b) * 1e6) for a, b in itertools.pairwise(events)]
+
+        return measure_cuda
+
+    def measure() -> list[int]:
+        sync()
+        times = []
+        for name, call in segments:
+            group = [*outer, *([counters[name]] if name in counters else [])]
+            switch(group, True)
+            start = clock()
+            call()
+            sync()
+            times.append(clock() - start)
+            switch(group, False)
+        return times
+
+    return measure
+
+
+def benchmark_segments(
+    segments: list[tuple[str, Call]],
+    *,
+    sync: Call = lambda: None,
+    device: str = "cpu",
+    compiles: bool = False,
+    min_time_s: float = 1.0,
+    min_calls: int = 10,
+    max_warmup_calls: int = 10,
+    counters: dict | None = None,
+    total: str = "total",
+    clock: Callable[[], int] = time.perf_counter_ns,
+) -> dict[str, dict]:
+    """`benchmark`'s protocol on one call made of consecutive `segments` [(name, call)].
+
+    Returns metrics per segment name, and under `total` those of the whole call, whose time
+    is the sum of its segments' (the gaps between brackets, where only counters run, are left
+    out). Warm-up stability and the stopping rule of the timed calls look at the total; each
+    segment's first_call_s, warmup_s and compile_s are its own part of the warm-up calls.
+    `counters` ({name: ProcessCounters} for the segments and `total`, optional) add per_call
+    and gc to each."""
+    names = [name for name, _ in segments]
+    warm_measure = make_segment_measure(segments, sync=sync, device=device, clock=clock)
+    warm_rows = [warm_measure()]
+    previous, stable = None, False
+    while len(warm_rows) < max_warmup_calls:
+        warm_rows.append(warm_measure())
+        current = sum(warm_rows[-1])
+        if previous is not None and abs(current - previous) <= STABLE_TOLERANCE * previous:
+            stable = True
+            break
+        previous = current
+    measure = make_segment_measure(
+        segments, sync=sync, device=device, counters=counters, clock=clock
+    )
+    rows: list[list[int]] = []
+    budget_ns, spent = min_time_s * 1e9, 0
+    while len(rows) < min_calls or spent < budget_ns:
+        rows.append(measure())
+        spent += sum(rows[-1])
+
+    def columns(table: list[list[int]]) -> dict[str, list[int]]:
+        by_name = {name: [row[i] for row in table] for i, name in enumerate(names)}
+        by_name[total] = [sum(row) for row in table]
+        return by_name
+
+    timed, warm = columns(rows), columns(warm_rows)
+    results = {}
+    for name, samples in timed.items():
+        warm_up_of = WarmUp(warm[name][0] / 1e9, sum(warm[name]) / 1e9, len(warm_rows), stable)
+        time_ms = summarize(samples)
+        metrics = {"time_ms": time_ms, "noisy": is_noisy(time_ms), **warm_up_of.metrics(compiles)}
+        if counters is not None and name in counters:
+            metrics.update(_counter_metrics(counters[name], len(samples), time_ms))
+        results[name] = metrics
+    return results
+
+
+def _counter_metrics(counters, calls: int, time_ms: dict) -> dict:
+    per_call = counters.per_call(calls)
+    # CPU time over wall time: ~threads when the process had its cores, less when shared.
+    cpu_ms = per_call["user_cpu_ms"] + per_call["sys_cpu_ms"]
+    per_call["cpu_util"] = cpu_ms / time_ms["mean"] if time_ms["mean"] > 0 else None
+    return {"per_call": per_call, "gc": counters.gc.metrics()}
+
+
 def benchmark(
     call: Call,
     *,
@@ -201,10 +333,5 @@ def benchmark(
     if keep_samples:
         metrics["samples_ms"] = [ns / 1e6 for ns in samples]
     if counters is not None:
-        per_call = counters.per_call(len(samples))
-        # CPU time over wall time: ~threads when the process had its cores, less when shared.
-        cpu_ms = per_call["user_cpu_ms"] + per_call["sys_cpu_ms"]
-        per_call["cpu_util"] = cpu_ms / time_ms["mean"] if time_ms["mean"] > 0 else None
-        metrics["per_call"] = per_call
-        metrics["gc"] = counters.gc.metrics()
+        metrics.update(_counter_metrics(counters, len(samples), time_ms))
     return metrics

@@ -1,18 +1,22 @@
 """`rnnopt profile`: time phases of one variant at one shape, in one process, one record each.
 
-Protocol (rnnopt.timing): threads set first; inputs converted by the runner before timing;
-per phase (in the order given, on the same runner), warm-up until stable (first call apart:
-compile_s); timed calls for at least --min-time-s and --min-calls; backward calls each follow
-an untimed forward. Derived: tokens_per_s, gflops from the analytic FLOP count and, with
---peak, peak_fraction of the host's GEMM ceiling for the dtype: the best GEMM any library
-reached in the peak record (rnnopt.peak.ceiling_of), so a fraction above 1 means the ceiling
-is wrong, not that the variant beat the machine. Runners that can run a phase's GEMMs alone
-(the fused and numba NumPy rungs) add split.* metrics: GEMM vs elementwise time (rnnopt.split).
+Protocol (rnnopt.timing): threads set first; inputs converted by the runner before timing.
+Backward and step are timed in one loop of training steps (forward, backward, SGD update),
+each segment in its own bracket (rnnopt.timing.benchmark_segments): forward and backward are
+the step's own segments, step their sum with the update's. Warm-up until the step is stable
+(first call apart: compile_s), then timed steps for at least --min-time-s and --min-calls. A
+forward asked for alone is timed alone (rnnopt.timing.benchmark). Derived: tokens_per_s,
+gflops from the analytic FLOP count and, with --peak, peak_fraction of the host's GEMM ceiling
+for the dtype: the best GEMM any library reached in the peak record (rnnopt.peak.ceiling_of),
+so a fraction above 1 means the ceiling is wrong, not that the variant beat the machine.
+Runners that can run a phase's GEMMs alone (the fused and numba NumPy rungs) add split.*
+metrics: GEMM vs elementwise time (rnnopt.split).
 """
 
 from __future__ import annotations
 
 import argparse
+from contextlib import ExitStack
 
 from rnnopt.counters import ProcessCounters
 from rnnopt.errors import UnavailableError, UserError
@@ -37,7 +41,7 @@ from rnnopt.peak import ceiling_of
 from rnnopt.records import make_record, read_record, write_record
 from rnnopt.split import gemm_only_call, split_metrics
 from rnnopt.threads import apply_threads, threads_match
-from rnnopt.timing import benchmark
+from rnnopt.timing import benchmark, benchmark_segments
 
 
 def add_timing_arguments(parser) -> None:
@@ -100,6 +104,42 @@ def time_phase(args, runner, compiles: bool, counters=None, keep_samples: bool =
     )
 
 
+TRAINING_STEP_NOTE = (
+    "timed in one loop of training steps: forward and backward are segments of the step "
+    "(forward, backward, update), each in its own bracket"
+)
+
+
+def time_training_steps(args, runner, compiles: bool) -> dict[str, dict]:
+    """Metrics of forward, backward and step from one loop of training steps."""
+    names = ("forward", "backward", "update")
+    calls = guard_calls(runner.forward, runner.backward, runner.update)
+    with ExitStack() as stack:
+        counters = {
+            phase: stack.enter_context(ProcessCounters())
+            for phase in ("forward", "backward", "step")
+        }
+        return benchmark_segments(
+            list(zip(names, calls, strict=True)),
+            sync=guard_calls(runner.sync)[0],
+            device=runner.device,
+            compiles=compiles,
+            min_time_s=args.min_time_s,
+            min_calls=args.min_calls,
+            max_warmup_calls=args.max_warmup_calls,
+            counters=counters,
+            total="step",
+        )
+
+
+def time_phases(args, phases: list[str], runner, compiles: bool) -> dict[str, dict]:
+    """Metrics per phase: a forward alone by itself, otherwise one loop of training steps."""
+    if phases == ["forward"]:
+        with ProcessCounters() as counters:
+            return {"forward": time_phase(phase_args(args, "forward"), runner, compiles, counters)}
+    return time_training_steps(args, runner, compiles)
+
+
 # The GEMM-only loop runs on buffers the phase has already warmed and compiles nothing: two
 # warm-up calls suffice, and keep the split within the run's budget at the fastrnns shape.
 SPLIT_WARMUP_CALLS = 2
@@ -139,26 +179,35 @@ def run(args) -> int:
         for phase in phases:
             write_failure("profile", phase_args(args, phase), failure, threads_effective=threads)
         return 0
-    variant = runner = None
+    variant = None
+    try:
+        variant, runner = prepare(phase_args(args, phases[0]))
+        timed = time_phases(args, phases, runner, variant.compiles)
+    except VariantFailed as failure:
+        for phase in phases:
+            write_failure(
+                "profile", phase_args(args, phase), failure, variant, threads_effective=threads
+            )
+        return 0
     for phase in phases:
-        one = phase_args(args, phase)
+        one, metrics = phase_args(args, phase), timed[phase]
         try:
-            if runner is None:
-                variant, runner = prepare(one)
-            with ProcessCounters() as counters:
-                metrics = time_phase(one, runner, variant.compiles, counters)
             if phase in args.split_phases:
                 metrics.update(time_gemm_split(one, runner, metrics["time_ms"]["median"]))
         except VariantFailed as failure:
             write_failure("profile", one, failure, variant, threads_effective=threads)
             continue
-        write_profile(one, variant, metrics, peak, threads)
+        write_profile(one, variant, metrics, peak, threads, segmented=phases != ["forward"])
     return 0
 
 
-def write_profile(args, variant, metrics: dict, peak: dict | None, threads: dict) -> None:
+def write_profile(
+    args, variant, metrics: dict, peak: dict | None, threads: dict, segmented: bool = False
+) -> None:
     """The record of one timed phase, with its derived throughput and roofline figures."""
     notes = list(getattr(variant, "notes", []))
+    if segmented:
+        notes.append(TRAINING_STEP_NOTE)
     peak_gflops = None
     if peak is not None:
         ceiling = ceiling_of(peak, variant.device, variant.dtype)

@@ -77,9 +77,11 @@ class Variant:
 
 
 class Runner:
-    """Timing closures on native data. `backward` needs a `forward` before it.
+    """Timing closures on native data. `backward` needs a `forward` before it, `update` a
+    `backward`.
 
-    `step` is forward + backward + an SGD update of the runner's own copy of the weights.
+    `step` is forward + backward + `update`, an SGD update of the runner's own copy of the
+    weights: a training step, which the profile times segment by segment.
     `sync` waits for queued device work (no-op on CPU).
     """
 
@@ -91,8 +93,13 @@ class Runner:
     def backward(self) -> None:
         raise NotImplementedError
 
-    def step(self) -> None:
+    def update(self) -> None:
         raise NotImplementedError
+
+    def step(self) -> None:
+        self.forward()
+        self.backward()
+        self.update()
 
     def sync(self) -> None:
         return None
@@ -161,9 +168,7 @@ class NumpyRunner(Runner):
     def backward(self):
         self._grads = self.variant.backward(self.p, self._cache, self.grad_y)
 
-    def step(self):
-        self.forward()
-        self.backward()
+    def update(self):
         for name in PARAM_NAMES:
             grad = self._grads[name]
             grad *= self.lr  # in place: the update allocates nothing

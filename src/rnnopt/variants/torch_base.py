@@ -128,21 +128,20 @@ class TorchRunner(Runner):
             self._y = self.module(self.x)
 
     def backward(self):
-        self._y.backward(self.grad_y.to(self._y.dtype))
-        self._y = None
-
-    def step(self):
+        # Fresh gradients, as optimizer.zero_grad() leaves them (set_to_none): no accumulation.
         for p in self.parameters:
             p.grad = None
-        self.forward()
         y, self._y = self._y, None
+        if self.scaler is not None:
+            y = self.scaler.scale(y)
+        y.backward(self.grad_y.to(y.dtype))
+
+    def update(self):
         if self.scaler is None:
-            y.backward(self.grad_y.to(y.dtype))
             trained = [p for p in self.parameters if p.grad is not None]
             with torch.no_grad():
                 torch._foreach_add_(trained, [p.grad for p in trained], alpha=-self.lr)
             return
-        self.scaler.scale(y).backward(self.grad_y.to(y.dtype))
         self.scaler.step(self.optimizer)
         self.scaler.update()
 
