@@ -78,3 +78,24 @@ def test_memory_pairs_need_one_instrument():
     keys = ("peak_source",)
     assert ratio(pairs(same, nn, fused, extra_keys=keys), PEAK_METRIC) == 2.4 / 1.4
     assert pairs(mixed, nn, fused, extra_keys=keys).empty
+
+
+def test_a_shape_a_side_skipped_is_named_in_the_row(tmp_path):
+    from rnnopt.aggregate import collect
+    from tests.test_aggregate import CPU_RUN, Results
+
+    results = Results(tmp_path / "results")
+    fastrnns = {"batch": 64, "seq_len": 100, "input_size": 512, "hidden_size": 512}
+    results.profile(CPU_RUN, "torch-lstm-nn", "float32", 2.0)
+    results.profile(CPU_RUN, "torch-lstm-nn", "bfloat16", 4.0)
+    results.profile(CPU_RUN, "torch-lstm-nn", "float32", 1200.0, **fastrnns)
+    reason = "UnavailableError: no native bfloat16 on this CPU (no avx512_bf16 flag): emulated"
+    results.profile(
+        CPU_RUN, "torch-lstm-nn", "bfloat16", 0, status="skipped", reason=reason, **fastrnns
+    )
+    rows = table.comparison_table(collect(tmp_path / "results")[0]).set_index("optimisation")
+    speed = rows.loc["mixed precision (bfloat16, CPU)", f"{CPU_RUN}: speedup"]
+    assert speed.startswith("0.50x")
+    assert "not at fastrnns: skipped: no native bfloat16 on this CPU (no avx512_bf16 flag)" in speed
+    # a row measured at every shape of its records says nothing of the kind
+    assert "not at" not in rows.loc["library kernels (nn.LSTM vs hand-written cell)"].to_string()

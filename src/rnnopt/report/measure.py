@@ -153,6 +153,23 @@ def missing_reason(frame: pd.DataFrame, side: Side, kind: str) -> str:
     return ""
 
 
+def _not_measured_at(frame: pd.DataFrame, sides, measured: list[tuple]) -> list[str]:
+    """'fastrnns: skipped: <why>' for each shape that a side's step records reached only
+    as failed or skipped: a shape the row leaves out, said in the row."""
+    if frame.empty:
+        return []
+    notes = {}
+    steps = frame[(frame["phase"] == "step") & (frame["status"] != "ok")]
+    for side in sides:
+        for _, row in steps[side.mask(steps)].iterrows():
+            shape = tuple(int(row[k]) for k in SHAPE_KEYS)
+            if shape not in measured:
+                reason = str(row["reason"]) if pd.notna(row["reason"]) else ""
+                why = re.sub(r"^\w+(Error|Exception): ", "", reason).split(":")[0]
+                notes.setdefault(shape_label(row), f"{row['status']}: {why}".rstrip(": "))
+    return [f"not at {where}: {why}" for where, why in notes.items()]
+
+
 def _unverified(data: RunData, matched: pd.DataFrame, run: str) -> list[str]:
     names = set()
     for suffix in ("_c", "_b"):
@@ -220,6 +237,7 @@ def measure_pair(comparison: Comparison, data: RunData, run: str) -> Outcome:
         ]
     else:
         outcome.unverified = _unverified(data, timed, run)
+        outcome.notes += _not_measured_at(data.profile, (cand, base), shapes)
         compile_s = _col(timed, "compile_s_c").dropna()
         if len(compile_s):
             outcome.notes.append(f"compile {compile_s.median():.0f} s")
