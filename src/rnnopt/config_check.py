@@ -217,12 +217,15 @@ def native_only_jobs(entries: list[dict], cores: int | None = None) -> list[dict
 
 
 def timer_check_jobs(config: dict, cores: int | None = None) -> list[dict]:
-    """One dict per (profiled thread count, timer_check shape)."""
-    return [
-        {"threads": threads, **shape}
-        for threads in profiled_threads(config, cores)
-        for shape in config["timer_check"]["shapes"]
-    ]
+    """One dict per (profiled thread count, timer_check shape); a shape's own `threads`
+    narrows the profiled counts at that shape."""
+    profiled = profiled_threads(config, cores)
+    jobs = []
+    for entry in config["timer_check"]["shapes"]:
+        shape = {key: entry[key] for key in SHAPE_KEYS}
+        wanted = resolve_threads(entry["threads"], cores) if "threads" in entry else profiled
+        jobs += [{"threads": threads, **shape} for threads in profiled if threads in wanted]
+    return jobs
 
 
 def train_settings(train: dict) -> dict[str, dict]:
