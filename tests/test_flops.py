@@ -151,3 +151,20 @@ def test_native_bf16_from_the_cpu_flags(flags, native):
 def test_native_bf16_on_arm_reads_features():
     assert native_bf16("processor\t: 0\nFeatures\t: fp asimd bf16 i8mm\n") is True
     assert native_bf16("processor\t: 0\nFeatures\t: fp asimd\n") is False
+
+
+def test_a_gemm_slower_than_the_time_budget_is_timed_by_its_first_call(monkeypatch):
+    import time
+
+    import rnnopt.peak
+
+    calls = []
+
+    def slow_gemm(library, dtype, size, seed=0):
+        return (lambda: (calls.append(size), time.sleep(0.02))), (lambda: None)
+
+    monkeypatch.setattr(rnnopt.peak, "gemm_call", slow_gemm)
+    result = rnnopt.peak.measure_gemm("torch", "bfloat16", 64, min_time_s=0.01)
+    assert calls == [64] and result["calls"] == 1
+    assert result["time_ms"] >= 20
+    assert result["gflops"] == pytest.approx(2 * 64**3 / (result["time_ms"] / 1e3) / 1e9)
