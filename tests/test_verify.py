@@ -102,3 +102,61 @@ def test_out_needs_one_combination(tmp_path, capsys):
     out = tmp_path / "verify.json"
     assert main(["verify", "--variant", "numpy-rnn-naive", "--out", str(out)]) == 2
     assert "exactly one" in capsys.readouterr().err
+
+
+def test_jobs_write_one_record_each_in_one_process(broken_forward, tmp_path):
+    template = str(tmp_path / "{variant}" / "{device}-{dtype}.json")
+    jobs = [
+        "numpy-rnn-naive:cpu:float64",
+        "numpy-lstm-fused:cpu:float32",
+        "torch-lstm-cell:cpu:float16",
+    ]
+    assert main(["verify", "--jobs", *jobs, "--out", template]) == 0
+    keys = ("variant", "device", "dtype")
+    records = [
+        read_record(template.format(**dict(zip(keys, job.split(":"), strict=True)))) for job in jobs
+    ]
+    naive, fused, half = records
+    assert naive["status"] == "ok" and naive["metrics"]["passed"] is False  # the broken one
+    assert fused["status"] == "ok" and fused["metrics"]["passed"] is True
+    assert (fused["variant"], fused["device"], fused["dtype"]) == (
+        "numpy-lstm-fused",
+        "cpu",
+        "float32",
+    )
+    assert half["status"] == "skipped" and half["dtype"] == "float16"
+    assert fused["config"]["jobs"] is None and fused["config"]["variant"] == ["numpy-lstm-fused"]
+
+
+@pytest.mark.parametrize(
+    "argv, message",
+    [
+        (["--jobs", "numpy-rnn-naive:cpu:float64", "--out", "x.json"], "{variant}"),
+        (
+            [
+                "--jobs",
+                "numpy-rnn-naive:cpu:float64",
+                "--variant",
+                "numpy-rnn-naive",
+                "--out",
+                "{variant}/{device}-{dtype}.json",
+            ],
+            "leave out",
+        ),
+    ],
+)
+def test_jobs_need_a_template_and_no_other_choice(tmp_path, capsys, monkeypatch, argv, message):
+    monkeypatch.chdir(tmp_path)
+    assert main(["verify", *argv]) == 2
+    assert message in capsys.readouterr().err
+    assert not list(tmp_path.iterdir())
+
+
+@pytest.mark.parametrize(
+    "job", ["numpy-rnn-naive:cpu", "no-such:cpu:float32", "numpy-rnn-naive:tpu:float32"]
+)
+def test_a_bad_job_is_refused_by_name(capsys, job):
+    with pytest.raises(SystemExit) as exit:
+        main(["verify", "--jobs", job, "--out", "{variant}/{device}-{dtype}.json"])
+    assert exit.value.code == 2
+    assert job in capsys.readouterr().err

@@ -10,6 +10,7 @@ pessimistic rate. The constants are upper bounds, not tuned to one host.
 
 import math
 import os
+from types import SimpleNamespace
 
 from rnnopt.flops import Shape, flop_count, memory_model
 
@@ -103,3 +104,15 @@ def job_runtime_min(wildcards) -> int:
 def job_gpus(wildcards) -> int:
     """GPUs of a job: CUDA_JOB_GPUS on the cuda device, none otherwise."""
     return CUDA_JOB_GPUS if getattr(wildcards, "device", "cpu") == "cuda" else 0
+
+
+
+def verify_resource(resource, combine) -> int:
+    """A resource of the one verify job, combined over its records as if each were a job."""
+    return combine(resource(SimpleNamespace(**job)) for job in VERIFY_JOBS)
+
+
+def verify_runtime_min(wildcards) -> int:
+    """--time of the verify job: one start-up, and each record's own minutes beyond it."""
+    extra = verify_resource(lambda job: job_runtime_min(job) - JOB_BASE_RUNTIME_MIN, sum)
+    return JOB_BASE_RUNTIME_MIN + extra

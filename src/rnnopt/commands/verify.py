@@ -2,11 +2,14 @@
 
 Without --out: a table of every combination available here (or those named), the reference's
 own check against torch autograd first; exit 1 if any fails. With --out: one record of kind
-"verify" for exactly one variant, dtype and device (a FAIL is a measurement: exit 0).
+"verify" for exactly one variant, dtype and device (a FAIL is a measurement: exit 0). With
+--jobs and an --out template: one record per job, all in this process (the pipeline's way:
+verification is no timing, and one process pays the imports once instead of thirty times).
 """
 
 from __future__ import annotations
 
+import argparse
 import sys
 
 from tabulate import tabulate
@@ -40,15 +43,58 @@ def register(subparsers) -> None:
     )
     parser.add_argument("--seed", type=int, default=SEED, help="seed of the test problem")
     parser.add_argument("--threads", type=int, help="torch and BLAS threads (default: as is)")
-    parser.add_argument("--out", help="write one verify record here (one variant, dtype, device)")
+    parser.add_argument(
+        "--out",
+        help="write one verify record here (one variant, dtype, device); with --jobs, a path "
+        "template with {variant}, {device} and {dtype}",
+    )
+    parser.add_argument(
+        "--jobs",
+        nargs="+",
+        type=verify_job,
+        metavar="VARIANT:DEVICE:DTYPE",
+        help="combinations to verify in this process, one record each (needs --out)",
+    )
     parser.set_defaults(func=run)
+
+
+def verify_job(text: str) -> tuple[str, str, str]:
+    """VARIANT:DEVICE:DTYPE -> (variant, device, dtype), each checked."""
+    parts = text.split(":")
+    if len(parts) != 3:
+        raise argparse.ArgumentTypeError(f"expected VARIANT:DEVICE:DTYPE, got {text!r}")
+    variant, device, dtype = parts
+    for value, allowed, what in (
+        (variant, list_variants(), "variant"),
+        (device, DEVICES, "device"),
+        (dtype, DTYPES, "dtype"),
+    ):
+        if value not in allowed:
+            raise argparse.ArgumentTypeError(f"unknown {what} {value!r} in {text!r}")
+    return variant, device, dtype
 
 
 def run(args) -> int:
     threads = set_threads(args.threads)
+    if args.jobs:
+        return write_jobs(args, threads)
     if args.out:
         return write_one(args, threads)
     return print_table(args)
+
+
+def write_jobs(args, threads: dict) -> int:
+    """One record per --jobs combination, at the --out template filled in for each."""
+    if not args.out or any(f"{{{key}}}" not in args.out for key in ("variant", "device", "dtype")):
+        raise UserError("--jobs needs --out with {variant}, {device} and {dtype} in it")
+    if args.variant or args.dtype or args.device:
+        raise UserError("--jobs names the combinations: leave out --variant, --dtype, --device")
+    for variant, device, dtype in args.jobs:
+        fields = {"jobs": None, "variant": [variant], "device": [device], "dtype": [dtype]}
+        out = args.out.format(variant=variant, device=device, dtype=dtype)
+        one = argparse.Namespace(**{**vars(args), **fields, "out": out})
+        write_one(one, threads)
+    return 0
 
 
 def write_one(args, threads: dict) -> int:
