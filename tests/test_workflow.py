@@ -103,18 +103,28 @@ def test_a_later_train_entry_sets_the_steps_of_its_runs():
     assert len(trained) == len({config_check.train_job_key(j) for j in trained})
 
 
-def test_a_timer_check_shape_may_narrow_the_thread_counts():
+def test_timer_checks_follow_the_thread_counts_each_shape_is_profiled_at():
     small = {"batch": 2, "seq_len": 3, "input_size": 4, "hidden_size": 5}
     large = {"batch": 6, "seq_len": 7, "input_size": 8, "hidden_size": 9}
+    other = {"batch": 1, "seq_len": 1, "input_size": 1, "hidden_size": 1}
     config = config_check.check(
         {
-            "profile": [{"variants": ["torch-lstm-nn"], "threads": [1, "all"]}],
-            "timer_check": {"shapes": [small, large | {"threads": [1, 3]}]},
+            "profile": [
+                {"variants": ["torch-lstm-nn"], "shapes": [small]},
+                {"variants": ["torch-lstm-nn"], "threads": [1, "all"], "shapes": [large]},
+            ],
+            "timer_check": {"shapes": [small, large, other, large | {"threads": [1, 3]}]},
         }
     )
     jobs = config_check.timer_check_jobs(config, cores=4)
-    # every profiled count at the first shape; at the second only 1 (3 is not profiled)
-    assert jobs == [{"threads": 1, **small}, {"threads": 4, **small}, {"threads": 1, **large}]
+    assert jobs == [
+        {"threads": 1, **small},  # profiled at 1 thread only
+        {"threads": 1, **large},
+        {"threads": 4, **large},
+        {"threads": 1, **other},  # profiled nowhere: every profiled count
+        {"threads": 4, **other},
+        {"threads": 1, **large},  # narrowed by its own threads (3 is not profiled)
+    ]
 
 
 def test_every_config_has_every_variant_family():

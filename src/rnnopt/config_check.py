@@ -217,15 +217,21 @@ def native_only_jobs(entries: list[dict], cores: int | None = None) -> list[dict
 
 
 def timer_check_jobs(config: dict, cores: int | None = None) -> list[dict]:
-    """One dict per (profiled thread count, timer_check shape); a shape's own `threads`
-    narrows the profiled counts at that shape."""
-    profiled = profiled_threads(config, cores)
-    jobs = []
+    """One dict per timer_check shape and thread count: the counts that shape is profiled at
+    (every profiled count for a shape no profile job measures), narrowed by the shape's own
+    `threads` if it has them."""
+    jobs = profile_jobs(config["profile"], cores)
+    profiled = sorted({job["threads"] for job in jobs})
+    checks = []
     for entry in config["timer_check"]["shapes"]:
         shape = {key: entry[key] for key in SHAPE_KEYS}
-        wanted = resolve_threads(entry["threads"], cores) if "threads" in entry else profiled
-        jobs += [{"threads": threads, **shape} for threads in profiled if threads in wanted]
-    return jobs
+        at_shape = {job["threads"] for job in jobs if all(job[k] == v for k, v in shape.items())}
+        counts = sorted(at_shape) or profiled
+        if "threads" in entry:
+            wanted = resolve_threads(entry["threads"], cores)
+            counts = [threads for threads in counts if threads in wanted]
+        checks += [{"threads": threads, **shape} for threads in counts]
+    return checks
 
 
 def train_settings(train: dict) -> dict[str, dict]:
