@@ -182,12 +182,14 @@ def test_docker_check_script_shellcheck_clean():
 
 
 def timing_rules() -> set[str]:
-    """Rules that take every core (threads: all_cores, i.e. workflow.cores): the timed ones."""
+    """Rules that take every core for their timed jobs (threads: all_cores, i.e. workflow.cores;
+    train_cores: every core for the timed train experiments, one for the untimed base runs)."""
     names = set()
     for path in (ROOT / "workflow" / "rules").glob("*.smk"):
         for block in re.split(r"^(?=rule \w+:)", path.read_text(), flags=re.MULTILINE):
             rule = re.match(r"rule (\w+):", block)
-            if rule and re.search(r"^\s+threads:\s*all_cores\s*$", block, re.MULTILINE):
+            threads = r"^\s+threads:\s*(all_cores|train_cores)\s*$"
+            if rule and re.search(threads, block, re.MULTILINE):
                 names.add(rule[1])
     return names
 

@@ -117,7 +117,8 @@ def test_dry_run_asks_for_honest_resources(config):
         resources = job["resources"]
         assert resources["slurm_partition"] == "compute", job
         assert int(resources["mem_mb"]) >= 1000 and int(resources["runtime"]) >= 1, job
-        cuda = job["wildcards"].get("device") == "cuda"
+        # the CUDA verify records have a job of their own (verify_cuda), without a device wildcard
+        cuda = job["wildcards"].get("device") == "cuda" or job["rule"] == "verify_cuda"
         assert int(resources.get("gpu", 0)) == (1 if cuda else 0), job
     measured = [job for job in jobs if job["rule"] == "profile"]
     assert measured and {"cuda", "cpu"} <= {job["wildcards"]["device"] for job in measured}

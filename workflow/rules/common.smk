@@ -177,7 +177,7 @@ def records_of(rule, jobs: list[dict]) -> list[str]:
 def run_records(wildcards) -> list[str]:
     """Every record this config asks of this run (the aggregate also reads other runs)."""
     return (
-        [path.format(run=RUN) for path in rules.verify.output]
+        [path.format(run=RUN) for rule in VERIFY_RULES for path in rule.output]
         + records_of(rules.train, TRAIN_JOBS)
         + records_of(rules.peak, PROFILED_THREADS)
         + records_of(rules.timer_check, TIMER_CHECK_JOBS)

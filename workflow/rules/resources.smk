@@ -107,12 +107,15 @@ def job_gpus(wildcards) -> int:
 
 
 
-def verify_resource(resource, combine) -> int:
-    """A resource of the one verify job, combined over its records as if each were a job."""
-    return combine(resource(SimpleNamespace(**job)) for job in VERIFY_JOBS)
+
+def verify_resource(resource, combine, device: str) -> int:
+    """A resource of the verify job of `device`, combined over its records as if each were a
+    job of its own."""
+    jobs = [job for job in VERIFY_JOBS if job["device"] == device]
+    return combine(resource(SimpleNamespace(**job)) for job in jobs)
 
 
-def verify_runtime_min(wildcards) -> int:
-    """--time of the verify job: one start-up, and each record's own minutes beyond it."""
-    extra = verify_resource(lambda job: job_runtime_min(job) - JOB_BASE_RUNTIME_MIN, sum)
+def verify_runtime_min(device: str) -> int:
+    """--time of the verify job of `device`: one start-up, and each record's own minutes."""
+    extra = verify_resource(lambda job: job_runtime_min(job) - JOB_BASE_RUNTIME_MIN, sum, device)
     return JOB_BASE_RUNTIME_MIN + extra
