@@ -264,34 +264,36 @@ def benchmark_segments(
     `counters` ({name: ProcessCounters} for the segments and `total`, optional) add per_call
     and gc to each."""
     names = [name for name, _ in segments]
+    warm_rows: list[list[int]] = []
+    rows: list[list[int]] = []
+
+    def as_measure(segment_measure, table: list[list[int]]) -> Measure:
+        """The whole call as a `Measure` of warm_up / time_calls, keeping its segment times."""
+
+        def measure() -> tuple[int, int]:
+            table.append(segment_measure())
+            total_ns = sum(table[-1])
+            return total_ns, total_ns
+
+        return measure
+
     warm_measure = make_segment_measure(segments, sync=sync, device=device, clock=clock)
-    warm_rows = [warm_measure()]
-    previous, stable = None, False
-    while len(warm_rows) < max_warmup_calls:
-        warm_rows.append(warm_measure())
-        current = sum(warm_rows[-1])
-        if previous is not None and abs(current - previous) <= STABLE_TOLERANCE * previous:
-            stable = True
-            break
-        previous = current
+    warm = warm_up(as_measure(warm_measure, warm_rows), max_warmup_calls)
     measure = make_segment_measure(
         segments, sync=sync, device=device, counters=counters, clock=clock
     )
-    rows: list[list[int]] = []
-    budget_ns, spent = min_time_s * 1e9, 0
-    while len(rows) < min_calls or spent < budget_ns:
-        rows.append(measure())
-        spent += sum(rows[-1])
+    time_calls(as_measure(measure, rows), min_time_s, min_calls)
 
     def columns(table: list[list[int]]) -> dict[str, list[int]]:
         by_name = {name: [row[i] for row in table] for i, name in enumerate(names)}
         by_name[total] = [sum(row) for row in table]
         return by_name
 
-    timed, warm = columns(rows), columns(warm_rows)
+    timed, warm_columns = columns(rows), columns(warm_rows)
     results = {}
     for name, samples in timed.items():
-        warm_up_of = WarmUp(warm[name][0] / 1e9, sum(warm[name]) / 1e9, len(warm_rows), stable)
+        own = warm_columns[name]
+        warm_up_of = WarmUp(own[0] / 1e9, sum(own) / 1e9, warm.calls, warm.stable)
         time_ms = summarize(samples)
         metrics = {"time_ms": time_ms, "noisy": is_noisy(time_ms), **warm_up_of.metrics(compiles)}
         if counters is not None and name in counters:

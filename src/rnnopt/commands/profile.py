@@ -86,6 +86,15 @@ def emulated_dtype(args) -> str | None:
     )
 
 
+def timing_budget(args) -> dict:
+    """The stopping rules of the timing protocol, from the flags."""
+    return {
+        "min_time_s": args.min_time_s,
+        "min_calls": args.min_calls,
+        "max_warmup_calls": args.max_warmup_calls,
+    }
+
+
 def time_phase(args, runner, compiles: bool, counters=None, keep_samples: bool = False) -> dict:
     """The timing protocol on the runner's phase; variant errors surface as VariantFailed."""
     call, before = guard_calls(*phase_call(runner, args.phase))
@@ -96,11 +105,9 @@ def time_phase(args, runner, compiles: bool, counters=None, keep_samples: bool =
         prepare=before,
         device=runner.device,
         compiles=compiles,
-        min_time_s=args.min_time_s,
-        min_calls=args.min_calls,
-        max_warmup_calls=args.max_warmup_calls,
         counters=counters,
         keep_samples=keep_samples,
+        **timing_budget(args),
     )
 
 
@@ -124,11 +131,9 @@ def time_training_steps(args, runner, compiles: bool) -> dict[str, dict]:
             sync=guard_calls(runner.sync)[0],
             device=runner.device,
             compiles=compiles,
-            min_time_s=args.min_time_s,
-            min_calls=args.min_calls,
-            max_warmup_calls=args.max_warmup_calls,
             counters=counters,
             total="step",
+            **timing_budget(args),
         )
 
 
