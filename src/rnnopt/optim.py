@@ -1,9 +1,10 @@
 """Numpy optimisers with exactly torch.optim's update rules, and global-norm gradient clipping.
 
-The numpy variants train with these, the torch variants with torch.optim itself, so the two
-frameworks follow the same trajectory from the same start. Parameters and gradients are dicts
-of arrays in the variant's dtype; `step` updates the parameter arrays in place (the variants
-hold on to them), and optimiser state has the parameters' dtype, as in torch.
+The numpy variants train with these, the torch variants with rnnopt.torch_optim (the same rules
+as torch foreach ops), so the two frameworks follow the same trajectory from the same start.
+Parameters and gradients are dicts of arrays in the variant's dtype; `step` updates the
+parameter arrays in place (the variants hold on to them), and optimiser state has the
+parameters' dtype, as in torch.
 """
 
 from __future__ import annotations
@@ -98,16 +99,6 @@ def make_optimizer(name: str, params: Arrays, **hyper) -> SGD | Adam:
     if name not in OPTIMIZERS:
         raise UserError(f"unknown optimizer {name!r}; choose from {', '.join(OPTIMIZERS)}")
     return OPTIMIZERS[name](params, **hyper)
-
-
-def make_torch_optimizer(name: str, parameters, **hyper):
-    """torch.optim's SGD or Adam with the same hyperparameter names as `make_optimizer`."""
-    import torch
-
-    classes = {"sgd": torch.optim.SGD, "adam": torch.optim.Adam}
-    if name not in classes:
-        raise UserError(f"unknown optimizer {name!r}; choose from {', '.join(classes)}")
-    return classes[name](parameters, **hyper)
 
 
 def global_norm(grads: Arrays) -> float:

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from rnnopt.heads import HEAD_NAMES, HeadLoss
-from rnnopt.optim import clip_grad_norm, global_norm, make_optimizer, make_torch_optimizer
+from rnnopt.optim import clip_grad_norm, global_norm, make_optimizer
 from rnnopt.params import PARAM_NAMES
 
 
@@ -95,11 +95,14 @@ class NumpyStepper:
 
 
 class TorchStepper:
-    """variant.module + nn.Linear head, autograd, torch.optim, clip_grad_norm_; autocast and,
-    for float16 (CUDA), a GradScaler whose scale is undone before the norm is taken."""
+    """variant.module + nn.Linear head, autograd, torch.optim's update rules
+    (rnnopt.torch_optim), clip_grad_norm_; autocast and, for float16 (CUDA), a GradScaler
+    whose scale is undone before the norm is taken."""
 
     def __init__(self, variant, layer, head, loss: HeadLoss, optimizer: str, hyper: dict, clip):
         import torch
+
+        from rnnopt.torch_optim import make_torch_optimizer
 
         self.torch, self.variant, self.loss, self.clip_norm = torch, variant, loss, clip
         self.device = torch.device(variant.device)
@@ -111,7 +114,7 @@ class TorchStepper:
             self.head.weight.copy_(torch.from_numpy(head["head_weight"]))
             self.head.bias.copy_(torch.from_numpy(head["head_bias"]))
         self.parameters = [*self.module.parameters(), *self.head.parameters()]
-        self.optimizer = make_torch_optimizer(optimizer, self.parameters, **hyper)
+        self.optimizer = make_torch_optimizer(optimizer, self.parameters, variant.dtype, **hyper)
         self.scaler = torch.amp.GradScaler(variant.device, enabled=variant.dtype == "float16")
         if self.device.type == "cuda":
             torch.cuda.reset_peak_memory_stats(self.device)
