@@ -12,6 +12,7 @@ Every compiled (cell, dtype) pair costs two Inductor graphs (no_grad forward, tr
 so all compile cases share one small shape; with a warm TORCHINDUCTOR_CACHE_DIR they reload.
 """
 
+import json
 import subprocess
 import sys
 import warnings
@@ -172,6 +173,40 @@ def test_float16_on_cpu_is_refused_with_the_alternatives():
 def test_cuda_without_a_gpu_is_unavailable():
     with pytest.raises(UnavailableError, match="no CUDA device"):
         get_variant("torch-lstm-nn", device="cuda")
+
+
+def test_cuda_with_device_files_but_no_gpu_for_torch_is_unavailable(monkeypatch):
+    """Device files present (a container, a driver without a usable GPU): torch decides."""
+    import rnnopt.variants
+
+    monkeypatch.setattr(rnnopt.variants, "gpu_device_files", lambda: True)
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    with pytest.raises(UnavailableError, match="no CUDA device"):
+        get_variant("torch-lstm-nn", device="cuda")
+
+
+def test_cuda_without_gpu_device_files_is_skipped_without_importing_torch(tmp_path):
+    """A CUDA job on a CPU host (or node) writes its skipped records without paying torch's
+    import (2-3 s)."""
+    from rnnopt.variants import gpu_device_files
+
+    if gpu_device_files():
+        pytest.skip("this host has GPU device files")
+    out = tmp_path / "{phase}.json"
+    script = (
+        "import sys\n"
+        "from rnnopt.cli import main\n"
+        f"code = main(['profile', '--variant', 'torch-lstm-nn', '--device', 'cuda', '--batch', '2',"
+        f" '--seq-len', '3', '--input-size', '4', '--hidden-size', '5', '--threads', '1',"
+        f" '--phase', 'forward', 'step', '--out', {str(out)!r}])\n"
+        "print(code, 'torch' in sys.modules)\n"
+    )
+    result = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.split()[-2:] == ["0", "False"]
+    for phase in ("forward", "step"):
+        record = json.loads((tmp_path / f"{phase}.json").read_text())
+        assert record["status"] == "skipped" and "no CUDA device" in record["reason"]
 
 
 def test_compile_reuses_its_graphs_for_a_repeated_shape():

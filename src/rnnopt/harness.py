@@ -191,8 +191,13 @@ def write_failure(
     return 0
 
 
-def uses_torch(variant_name: str) -> bool:
-    """Whether a variant's process needs torch (and its thread pools set): not the numpy ones."""
+def uses_torch(variant_name: str, device: str = "cpu") -> bool:
+    """Whether a variant's process needs torch (and its thread pools set): not the numpy ones,
+    nor a torch one asked for cuda where no GPU device exists (it is only skipped)."""
+    from rnnopt.variants import gpu_device_files
+
+    if device == "cuda" and not gpu_device_files():
+        return False
     return not variant_name.startswith("numpy-")
 
 

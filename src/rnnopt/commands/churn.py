@@ -125,7 +125,7 @@ def timed(args, variant, runner) -> dict:
 
 def run(args) -> int:
     check_variant_name(args.variant)
-    threads = apply_threads(args.threads, use_torch=uses_torch(args.variant))
+    threads = apply_threads(args.threads, use_torch=uses_torch(args.variant, args.device))
     variant = None
     try:
         variant, runner = prepare(args)

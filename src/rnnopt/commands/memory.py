@@ -62,7 +62,7 @@ def register(subparsers) -> None:
 
 def run(args) -> int:
     check_variant_name(args.variant)
-    threads = apply_threads(args.threads, use_torch=uses_torch(args.variant))
+    threads = apply_threads(args.threads, use_torch=uses_torch(args.variant, args.device))
     variant = None
     try:
         variant, make_runner = runner_factory(args)

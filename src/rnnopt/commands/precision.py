@@ -48,7 +48,7 @@ def register(subparsers) -> None:
 
 def run(args) -> int:
     check_variant_name(args.variant)
-    threads = apply_threads(args.threads, use_torch=uses_torch(args.variant))
+    threads = apply_threads(args.threads, use_torch=uses_torch(args.variant, args.device))
     shape = {k: getattr(args, k) for k in DEFAULT_SHAPE}
     variant = None
     try:

@@ -176,7 +176,7 @@ def run(args) -> int:
     phases = list(dict.fromkeys(args.phase))
     if len(phases) > 1 and "{phase}" not in args.out:
         raise UserError(f"--out {args.out!r} must contain {{phase}} to hold several phases")
-    threads = apply_threads(args.threads, use_torch=uses_torch(args.variant))
+    threads = apply_threads(args.threads, use_torch=uses_torch(args.variant, args.device))
     peak = read_record(args.peak) if args.peak else None
     emulated = emulated_dtype(args)
     if emulated is not None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import glob
 import importlib
 
 from rnnopt.errors import UnavailableError, UserError
@@ -33,20 +34,41 @@ def list_variants() -> list[str]:
     return list(_NAMES)
 
 
-def variant_class(name: str) -> type[Variant]:
+def name_parts(name: str) -> tuple[str, str, str]:
+    """(framework, cell, kind) of a variant name."""
     if name not in _NAMES:
         raise UserError(f"unknown variant {name!r}; available: {', '.join(_NAMES)}")
-    framework, _, kind = _NAMES[name]
+    return _NAMES[name]
+
+
+def variant_class(name: str) -> type[Variant]:
+    framework, _, kind = name_parts(name)
     module, cls = KINDS[(framework, kind)]
     return getattr(importlib.import_module(module), cls)
 
 
+# Device files a GPU runtime opens: NVIDIA's driver, WSL's GPU paravirtualisation, ROCm (which
+# torch.cuda serves too). Without any of them torch.cuda finds no device, and a job can say so
+# without importing torch (2-3 s of every CUDA job on a CPU host, or node).
+GPU_DEVICE_FILES = ("/dev/nvidia[0-9]*", "/dev/dxg", "/dev/kfd")
+
+
+def gpu_device_files() -> bool:
+    return any(glob.glob(pattern) for pattern in GPU_DEVICE_FILES)
+
+
 def cuda_available() -> bool:
+    if not gpu_device_files():
+        return False
     try:
         import torch
     except ImportError:  # pragma: no cover - torch is a dependency
         return False
     return torch.cuda.is_available()
+
+
+def no_cuda_message(name: str) -> str:
+    return f"{name} on cuda: no CUDA device on this host; available: cpu"
 
 
 def get_variant(name: str, dtype: str = "float32", device: str = "cpu") -> Variant:
@@ -56,12 +78,14 @@ def get_variant(name: str, dtype: str = "float32", device: str = "cpu") -> Varia
     not implement (numpy on cuda, float16 on CPU), and UnavailableError (a UserError) for a
     valid request this host cannot serve (cuda without a GPU). Messages list what is available.
     """
-    cls = variant_class(name)
-    _, cell, _ = _NAMES[name]
+    framework, cell, _ = name_parts(name)
     if dtype not in DTYPES:
         raise UserError(f"unknown dtype {dtype!r}; choose from {', '.join(DTYPES)}")
     if device not in DEVICES:
         raise UserError(f"unknown device {device!r}; choose from {', '.join(DEVICES)}")
+    if framework == "torch" and device == "cuda" and not gpu_device_files():
+        raise UnavailableError(no_cuda_message(name))  # before the class imports torch
+    cls = variant_class(name)
     if device not in cls.devices:
         raise UserError(f"{name} does not run on {device}; available: {', '.join(cls.devices)}")
     allowed = supported_dtypes(cls, device)
@@ -70,7 +94,7 @@ def get_variant(name: str, dtype: str = "float32", device: str = "cpu") -> Varia
             f"{name} does not support {dtype} on {device}; available: {', '.join(allowed)}"
         )
     if device == "cuda" and not cuda_available():
-        raise UnavailableError(f"{name} on cuda: no CUDA device on this host; available: cpu")
+        raise UnavailableError(no_cuda_message(name))
     return cls(cell=cell, dtype=dtype, device=device)
 
 
