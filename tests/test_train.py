@@ -1,6 +1,8 @@
 """Training: every float64 variant follows the same trajectory; accumulation, divergence, CLI."""
 
 import json
+import subprocess
+import sys
 
 import numpy as np
 import pytest
@@ -246,6 +248,24 @@ def test_cli_untimed_leaves_the_timing_out(dataset_path, tmp_path):
     assert "step_time_ms" not in record["series"]
     assert len(record["series"]["loss"]) == record["metrics"]["steps_completed"] == 6
     assert any(note.startswith("untimed") for note in record["notes"])
+
+
+def test_cli_numpy_training_leaves_torch_unimported(dataset_path, tmp_path):
+    """A numpy variant's training process pays no torch import (2-3 s): --threads sets the
+    BLAS and numba pools only."""
+    script = (
+        "import sys\n"
+        "from rnnopt.cli import main\n"
+        f"code = main(['train', '--data', {dataset_path!r}, '--steps', '3', '--batch', '4',"
+        " '--hidden-size', '5', '--lr', '0.05', '--threads', '1', '--variant', 'numpy-lstm-fused',"
+        f" '--out', {str(tmp_path / 'train.json')!r}])\n"
+        "print(code, 'torch' in sys.modules)\n"
+    )
+    result = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.split()[-2:] == ["0", "False"]
+    record = read_record(tmp_path / "train.json")
+    assert record["status"] == "ok" and record["threads_effective"]["requested"] == 1
 
 
 def test_cli_float16_on_cpu_writes_skipped(dataset_path, tmp_path):

@@ -86,10 +86,10 @@ class PackedLayer:
 
 def library_layer(stepper):
     """The nn.RNNBase inside a torch stepper's module, or None (a hand-written loop)."""
+    if not isinstance(stepper, TorchStepper):
+        return None  # and torch stays unimported in a numpy process
     import torch
 
-    if not isinstance(stepper, TorchStepper):
-        return None
     layer = getattr(stepper.module, "layer", None)
     return layer if isinstance(layer, torch.nn.RNNBase) else None
 

@@ -29,6 +29,7 @@ from rnnopt.harness import (
     phase_call,
     positive_float,
     positive_int,
+    uses_torch,
 )
 from rnnopt.heap import step_peak
 from rnnopt.records import make_record, status_of, write_record
@@ -108,7 +109,7 @@ class Measurer:
 
 def run(args) -> int:
     check_variant_name(args.variant)
-    threads = apply_threads(args.threads)
+    threads = apply_threads(args.threads, use_torch=uses_torch(args.variant, args.device))
     framework, cell, _ = args.variant.split("-", 2)
     fields = {"variant": args.variant, "framework": framework, "cell": cell,
               "dtype": args.dtype, "device": args.device}  # fmt: skip

@@ -34,10 +34,10 @@ def config_of(args) -> dict:
     return {key: value for key, value in vars(args).items() if key != "func"}
 
 
-def set_threads(threads: int | None) -> dict:
+def set_threads(threads: int | None, use_torch: bool = True) -> dict:
     """Apply --threads (if given) before any work; the record fields that say so."""
     if not threads:
         return {}
     from rnnopt.threads import apply_threads
 
-    return {"threads": threads, "threads_effective": apply_threads(threads)}
+    return {"threads": threads, "threads_effective": apply_threads(threads, use_torch)}

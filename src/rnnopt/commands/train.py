@@ -11,6 +11,7 @@ from __future__ import annotations
 from rnnopt import data
 from rnnopt.commands.common import config_of, failure, set_threads
 from rnnopt.errors import UserError
+from rnnopt.harness import uses_torch
 from rnnopt.records import make_record, write_record
 from rnnopt.train import TrainConfig, train
 from rnnopt.variants import get_variant, list_variants
@@ -73,7 +74,7 @@ TIMING_METRICS = ("time_per_step_ms", "first_step_ms", "tokens_per_s")
 
 
 def run(args) -> int:
-    threads = set_threads(args.threads)
+    threads = set_threads(args.threads, uses_torch(args.variant, args.device))
     config = TrainConfig(
         steps=args.steps,
         batch=args.batch,

@@ -25,6 +25,7 @@ from rnnopt.harness import (
     guarded,
     positive_float,
     positive_int,
+    uses_torch,
 )
 from rnnopt.heads import head_loss
 from rnnopt.heap import MIB, tracked
@@ -110,7 +111,7 @@ def run(args) -> int:
     check_variant_name(args.variant)
     if args.min_length > args.seq_len:
         raise UserError(f"--min-length {args.min_length} exceeds --seq-len {args.seq_len}")
-    threads = apply_threads(args.threads)
+    threads = apply_threads(args.threads, use_torch=uses_torch(args.variant, args.device))
     dataset = data.generate(args.task, args.n_sequences, args.seq_len, args.seed,
                             variable_length=True, min_length=args.min_length)  # fmt: skip
     framework, cell, _ = args.variant.split("-", 2)
