@@ -55,6 +55,14 @@ def test_peak_fraction_from_a_peak_record(tmp_path):
     assert metrics["peak_fraction"] == pytest.approx(metrics["gflops"] / metrics["peak_gflops"])
 
 
+def test_peak_measures_only_the_dtypes_asked_for(tmp_path):
+    peak = tmp_path / "peak.json"
+    argv = ["peak", "--threads", "1", "--out", str(peak), "--size", "32", "--dtypes", "float32"]
+    assert run_cli(*argv, "--min-time-s", "0.01") == 0
+    gflops = read_record(peak)["metrics"]["gemm_gflops"]
+    assert set(gflops["numpy"]) == {"float32"} and set(gflops["torch"]) == {"float32"}
+
+
 def test_timer_check_record(tmp_path):
     out = tmp_path / "check.json"
     argv = ["timer-check", "--variant", "torch-lstm-nn", *TINY, "--threads", "1"]

@@ -138,6 +138,18 @@ def test_every_config_has_every_variant_family():
         assert {j["variant"] for j in config_check.verify_jobs(config)} == set(list_variants())
 
 
+def test_peak_jobs_measure_the_dtypes_profiled_at_their_thread_count():
+    profile = [
+        {"variants": ["numpy-lstm-fused"], "dtypes": ["float64", "float32"], "threads": [1]},
+        {"variants": ["torch-lstm-nn"], "dtypes": ["bfloat16", "float32"], "threads": [4]},
+        {"variants": ["torch-lstm-nn"], "dtypes": ["float16"], "devices": ["cuda"], "threads": [4]},
+    ]
+    config = config_check.check({"profile": profile})
+    assert config_check.peak_dtypes(config, 1, cores=4) == ["float32", "float64"]
+    assert config_check.peak_dtypes(config, 4, cores=4) == ["bfloat16", "float32"]  # CPU only
+    assert config_check.peak_dtypes(config, 2, cores=4) == []
+
+
 def test_lint_is_clean(workdir):
     done = snakemake(workdir, "--lint")
     assert done.returncode == 0, done.stdout + done.stderr

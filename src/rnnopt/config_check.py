@@ -311,6 +311,14 @@ def profiled_threads(config: dict, cores: int | None = None) -> list[int]:
     return sorted({job["threads"] for job in profile_jobs(config["profile"], cores)})
 
 
+def peak_dtypes(config: dict, threads: int, cores: int | None = None) -> list[str]:
+    """The CPU dtypes whose GEMM ceiling a profile job at `threads` divides by (its "% of
+    peak"): the peak job at that thread count measures only these."""
+    jobs = profile_jobs(config["profile"], cores)
+    used = {job["dtype"] for job in jobs if job["threads"] == threads and job["device"] == "cpu"}
+    return sorted(used)
+
+
 def verify_jobs(config: dict, cores: int | None = None) -> list[dict]:
     """Every (variant, dtype, device) any stage uses, plus the verify entries."""
     combos = [

@@ -164,6 +164,13 @@ def train_flags(wildcards) -> str:
     return " ".join(flags)
 
 
+def peak_dtypes_flag(wildcards) -> str:
+    """The CPU dtypes the profile jobs at these threads are judged against: only their
+    ceilings are measured (every one where no profile job runs at that count)."""
+    dtypes = config_check.peak_dtypes(config, int(wildcards.threads))
+    return f"--dtypes {' '.join(dtypes)}" if dtypes else ""
+
+
 def timer_check_flags(wildcards) -> str:
     check = config["timer_check"]
     return f"--variant {check['variant']} --dtype {check['dtype']} --phase {check['phase']}"

@@ -8,13 +8,15 @@ rule peak:
     log:
         "results/{run}/logs/peak/threads{threads}.log",
     params:
+        dtypes=peak_dtypes_flag,
         source=MEASURE_SOURCE,
     threads: all_cores
     resources:
         mem_mb=job_mem_mb,
         runtime=job_runtime_min,
     shell:
-        "python -m rnnopt peak --threads {wildcards.threads} --out {output.record} > {log} 2>&1"
+        "python -m rnnopt peak --threads {wildcards.threads} {params.dtypes} "
+        "--out {output.record} > {log} 2>&1"
 
 
 rule timer_check:

@@ -32,6 +32,12 @@ def register(subparsers) -> None:
     parser.add_argument(
         "--cuda-size", type=positive_int, default=8192, help="N on a GPU (1024 is launch-bound)"
     )
+    parser.add_argument(
+        "--dtypes",
+        nargs="+",
+        choices=sorted({dtype for _, dtype in CPU_CASES}),
+        help="CPU dtypes to measure (default all; the workflow: those profiled at --threads)",
+    )
     parser.add_argument("--min-time-s", type=positive_float, default=0.5)
     parser.add_argument("--seed", type=int, default=0)
     parser.set_defaults(func=run)
@@ -39,7 +45,8 @@ def register(subparsers) -> None:
 
 def run(args) -> int:
     threads = apply_threads(args.threads)
-    cases = [(case, size) for case in CPU_CASES for size in args.size]
+    cpu_cases = [case for case in CPU_CASES if args.dtypes is None or case[1] in args.dtypes]
+    cases = [(case, size) for case in cpu_cases for size in args.size]
     notes = []
     if cuda_available():
         cases += [(case, args.cuda_size) for case in CUDA_CASES]
