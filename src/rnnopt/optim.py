@@ -19,13 +19,12 @@ Arrays = dict[str, np.ndarray]
 CLIP_EPS = 1e-6  # torch.nn.utils.clip_grad_norm_: scale = max_norm / (total_norm + 1e-6)
 
 
-class SGD:
-    """torch.optim.SGD: g = grad + wd * p; buf = g, then momentum * buf + (1 - dampening) * g;
-    g = g + momentum * buf (nesterov) or buf; p -= lr * g."""
+class SGDRule:
+    """torch.optim.SGD's hyperparameters, refused where torch refuses them; the numpy and torch
+    foreach implementations share them."""
 
     def __init__(
         self,
-        params: Arrays,
         lr: float,
         momentum: float = 0.0,
         dampening: float = 0.0,
@@ -34,9 +33,30 @@ class SGD:
     ):
         if nesterov and (momentum <= 0 or dampening != 0):
             raise UserError("SGD nesterov needs momentum > 0 and dampening = 0")
-        self.params = params
         self.lr, self.momentum, self.dampening = lr, momentum, dampening
         self.weight_decay, self.nesterov = weight_decay, nesterov
+
+
+class AdamRule:
+    """torch.optim.Adam's hyperparameters (no amsgrad), shared as SGDRule's."""
+
+    def __init__(
+        self,
+        lr: float,
+        betas: tuple[float, float] = (0.9, 0.999),
+        eps: float = 1e-8,
+        weight_decay: float = 0.0,
+    ):
+        self.lr, self.betas, self.eps, self.weight_decay = lr, betas, eps, weight_decay
+
+
+class SGD(SGDRule):
+    """torch.optim.SGD: g = grad + wd * p; buf = g, then momentum * buf + (1 - dampening) * g;
+    g = g + momentum * buf (nesterov) or buf; p -= lr * g."""
+
+    def __init__(self, params: Arrays, lr: float, **hyper):
+        super().__init__(lr, **hyper)
+        self.params = params
         self.momentum_buffers: Arrays = {}
 
     def step(self, grads: Arrays) -> None:
@@ -55,21 +75,14 @@ class SGD:
             p -= self.lr * g
 
 
-class Adam:
+class Adam(AdamRule):
     """torch.optim.Adam (L2 weight decay added to the gradient, no amsgrad):
     m = lerp(m, g, 1 - beta1); v = beta2 v + (1 - beta2) g^2;
     p -= lr / (1 - beta1^t) * m / (sqrt(v) / sqrt(1 - beta2^t) + eps)."""
 
-    def __init__(
-        self,
-        params: Arrays,
-        lr: float,
-        betas: tuple[float, float] = (0.9, 0.999),
-        eps: float = 1e-8,
-        weight_decay: float = 0.0,
-    ):
+    def __init__(self, params: Arrays, lr: float, **hyper):
+        super().__init__(lr, **hyper)
         self.params = params
-        self.lr, self.betas, self.eps, self.weight_decay = lr, betas, eps, weight_decay
         self.steps = 0
         self.exp_avg = {name: np.zeros_like(p) for name, p in params.items()}
         self.exp_avg_sq = {name: np.zeros_like(p) for name, p in params.items()}

@@ -13,6 +13,7 @@ from __future__ import annotations
 import torch
 
 from rnnopt.errors import UserError
+from rnnopt.optim import AdamRule, SGDRule
 
 
 class ForeachOptimizer:
@@ -39,24 +40,13 @@ class ForeachOptimizer:
         )
 
 
-class TorchSGD(ForeachOptimizer):
+class TorchSGD(ForeachOptimizer, SGDRule):
     """torch.optim.SGD: g = grad + wd * p; buf = g (first step), then momentum * buf +
     (1 - dampening) * g; g = g + momentum * buf (nesterov) or buf; p -= lr * g."""
 
-    def __init__(
-        self,
-        parameters,
-        lr: float,
-        momentum: float = 0.0,
-        dampening: float = 0.0,
-        weight_decay: float = 0.0,
-        nesterov: bool = False,
-    ):
-        if nesterov and (momentum <= 0 or dampening != 0):
-            raise UserError("SGD nesterov needs momentum > 0 and dampening = 0")
-        super().__init__(parameters)
-        self.lr, self.momentum, self.dampening = lr, momentum, dampening
-        self.weight_decay, self.nesterov = weight_decay, nesterov
+    def __init__(self, parameters, lr: float, **hyper):
+        ForeachOptimizer.__init__(self, parameters)
+        SGDRule.__init__(self, lr, **hyper)
         self.momentum_buffers: dict[int, torch.Tensor] = {}
 
     @torch.no_grad()
@@ -84,21 +74,14 @@ class TorchSGD(ForeachOptimizer):
         torch._foreach_add_(params, grads, alpha=-self.lr)
 
 
-class TorchAdam(ForeachOptimizer):
+class TorchAdam(ForeachOptimizer, AdamRule):
     """torch.optim.Adam (L2 weight decay added to the gradient, no amsgrad):
     m = lerp(m, g, 1 - beta1); v = beta2 v + (1 - beta2) g^2;
     p -= lr / (1 - beta1^t) * m / (sqrt(v) / sqrt(1 - beta2^t) + eps)."""
 
-    def __init__(
-        self,
-        parameters,
-        lr: float,
-        betas: tuple[float, float] = (0.9, 0.999),
-        eps: float = 1e-8,
-        weight_decay: float = 0.0,
-    ):
-        super().__init__(parameters)
-        self.lr, self.betas, self.eps, self.weight_decay = lr, betas, eps, weight_decay
+    def __init__(self, parameters, lr: float, **hyper):
+        ForeachOptimizer.__init__(self, parameters)
+        AdamRule.__init__(self, lr, **hyper)
         self.steps: dict[int, int] = {}
         self.exp_avg: dict[int, torch.Tensor] = {}
         self.exp_avg_sq: dict[int, torch.Tensor] = {}
