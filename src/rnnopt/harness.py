@@ -19,7 +19,8 @@ from rnnopt.errors import UserError
 from rnnopt.flops import PHASES, Shape
 from rnnopt.params import init_params
 from rnnopt.records import make_record, status_of, write_record
-from rnnopt.variants import get_variant, list_variants
+from rnnopt.threads import apply_threads
+from rnnopt.variants import get_variant, gpu_device_files, list_variants
 from rnnopt.variants.base import DEVICES, DTYPES
 
 
@@ -194,11 +195,15 @@ def write_failure(
 def uses_torch(variant_name: str, device: str = "cpu") -> bool:
     """Whether a variant's process needs torch (and its thread pools set): not the numpy ones,
     nor a torch one asked for cuda where no GPU device exists (it is only skipped)."""
-    from rnnopt.variants import gpu_device_files
-
     if device == "cuda" and not gpu_device_files():
         return False
     return not variant_name.startswith("numpy-")
+
+
+def apply_variant_threads(args) -> dict:
+    """apply_threads(--threads) in the job of --variant on --device: torch's pools too where
+    the job uses torch. Returns the thread counts in force."""
+    return apply_threads(args.threads, use_torch=uses_torch(args.variant, args.device))
 
 
 def check_variant_name(name: str) -> None:

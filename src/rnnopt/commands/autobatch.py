@@ -21,6 +21,7 @@ from rnnopt.commands.profile import add_timing_arguments
 from rnnopt.flops import PHASES, Shape
 from rnnopt.harness import (
     VariantFailed,
+    apply_variant_threads,
     check_variant_name,
     config_of,
     guard_calls,
@@ -29,11 +30,9 @@ from rnnopt.harness import (
     phase_call,
     positive_float,
     positive_int,
-    uses_torch,
 )
 from rnnopt.heap import step_peak
 from rnnopt.records import make_record, status_of, write_record
-from rnnopt.threads import apply_threads
 from rnnopt.timing import benchmark
 from rnnopt.variants import get_variant
 from rnnopt.variants.base import DEVICES, DTYPES
@@ -109,7 +108,7 @@ class Measurer:
 
 def run(args) -> int:
     check_variant_name(args.variant)
-    threads = apply_threads(args.threads, use_torch=uses_torch(args.variant, args.device))
+    threads = apply_variant_threads(args)
     framework, cell, _ = args.variant.split("-", 2)
     fields = {"variant": args.variant, "framework": framework, "cell": cell,
               "dtype": args.dtype, "device": args.device}  # fmt: skip

@@ -26,6 +26,7 @@ from rnnopt.flops import derived_metrics
 from rnnopt.harness import (
     VariantFailed,
     add_measurement_arguments,
+    apply_variant_threads,
     check_variant_name,
     config_of,
     guard_calls,
@@ -34,11 +35,9 @@ from rnnopt.harness import (
     prepare,
     record_fields,
     shape_of,
-    uses_torch,
     write_failure,
 )
 from rnnopt.records import make_record, write_record
-from rnnopt.threads import apply_threads
 from rnnopt.timing import benchmark
 
 OBJECT_CALLS = 3  # untimed calls the object counts average over (after one to settle)
@@ -125,7 +124,7 @@ def timed(args, variant, runner) -> dict:
 
 def run(args) -> int:
     check_variant_name(args.variant)
-    threads = apply_threads(args.threads, use_torch=uses_torch(args.variant, args.device))
+    threads = apply_variant_threads(args)
     variant = None
     try:
         variant, runner = prepare(args)

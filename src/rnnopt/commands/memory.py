@@ -22,6 +22,7 @@ from rnnopt.flops import memory_model
 from rnnopt.harness import (
     VariantFailed,
     add_measurement_arguments,
+    apply_variant_threads,
     check_variant_name,
     config_of,
     guard_calls,
@@ -32,13 +33,12 @@ from rnnopt.harness import (
     record_fields,
     runner_factory,
     shape_of,
-    uses_torch,
     write_failure,
 )
 from rnnopt.heap import step_peak_of
 from rnnopt.memory import MIB, CudaPeaks, rss_profile, traced_call
 from rnnopt.records import make_record, write_record
-from rnnopt.threads import apply_threads, threads_match
+from rnnopt.threads import threads_match
 
 TRACEMALLOC_BLIND = "tracemalloc does not see torch's allocations: its figures cover Python only"
 EXPLAIN_ABOVE = 1.5  # peak / analytic minimum above this: the record says where the rest goes
@@ -62,7 +62,7 @@ def register(subparsers) -> None:
 
 def run(args) -> int:
     check_variant_name(args.variant)
-    threads = apply_threads(args.threads, use_torch=uses_torch(args.variant, args.device))
+    threads = apply_variant_threads(args)
     variant = None
     try:
         variant, make_runner = runner_factory(args)

@@ -9,17 +9,16 @@ from __future__ import annotations
 
 from rnnopt.harness import (
     VariantFailed,
+    apply_variant_threads,
     check_variant_name,
     config_of,
     guarded,
     positive_int,
     record_fields,
-    uses_torch,
     write_failure,
 )
 from rnnopt.precision import DEFAULT_SHAPE, long_sequence_errors
 from rnnopt.records import make_record, write_record
-from rnnopt.threads import apply_threads
 from rnnopt.variants import get_variant
 from rnnopt.variants.base import DEVICES, DTYPES
 
@@ -48,7 +47,7 @@ def register(subparsers) -> None:
 
 def run(args) -> int:
     check_variant_name(args.variant)
-    threads = apply_threads(args.threads, use_torch=uses_torch(args.variant, args.device))
+    threads = apply_variant_threads(args)
     shape = {k: getattr(args, k) for k in DEFAULT_SHAPE}
     variant = None
     try:

@@ -25,6 +25,7 @@ from rnnopt.fma_peak import native_bf16
 from rnnopt.harness import (
     VariantFailed,
     add_measurement_arguments,
+    apply_variant_threads,
     check_variant_name,
     config_of,
     guard_calls,
@@ -34,13 +35,12 @@ from rnnopt.harness import (
     prepare,
     record_fields,
     shape_of,
-    uses_torch,
     write_failure,
 )
 from rnnopt.peak import ceiling_of
 from rnnopt.records import make_record, read_record, write_record
 from rnnopt.split import gemm_only_call, split_metrics
-from rnnopt.threads import apply_threads, threads_match
+from rnnopt.threads import threads_match
 from rnnopt.timing import benchmark, benchmark_segments
 
 
@@ -176,7 +176,7 @@ def run(args) -> int:
     phases = list(dict.fromkeys(args.phase))
     if len(phases) > 1 and "{phase}" not in args.out:
         raise UserError(f"--out {args.out!r} must contain {{phase}} to hold several phases")
-    threads = apply_threads(args.threads, use_torch=uses_torch(args.variant, args.device))
+    threads = apply_variant_threads(args)
     peak = read_record(args.peak) if args.peak else None
     emulated = emulated_dtype(args)
     if emulated is not None:

@@ -20,17 +20,16 @@ from rnnopt.errors import UserError
 from rnnopt.flops import Shape
 from rnnopt.harness import (
     VariantFailed,
+    apply_variant_threads,
     check_variant_name,
     config_of,
     guarded,
     positive_float,
     positive_int,
-    uses_torch,
 )
 from rnnopt.heads import head_loss
 from rnnopt.heap import MIB, tracked
 from rnnopt.records import make_record, status_of, write_record
-from rnnopt.threads import apply_threads
 from rnnopt.timing import summarize
 from rnnopt.variants import get_variant
 from rnnopt.variants.base import DEVICES, DTYPES
@@ -111,7 +110,7 @@ def run(args) -> int:
     check_variant_name(args.variant)
     if args.min_length > args.seq_len:
         raise UserError(f"--min-length {args.min_length} exceeds --seq-len {args.seq_len}")
-    threads = apply_threads(args.threads, use_torch=uses_torch(args.variant, args.device))
+    threads = apply_variant_threads(args)
     dataset = data.generate(args.task, args.n_sequences, args.seq_len, args.seed,
                             variable_length=True, min_length=args.min_length)  # fmt: skip
     framework, cell, _ = args.variant.split("-", 2)
