@@ -67,10 +67,6 @@ def cuda_available() -> bool:
     return torch.cuda.is_available()
 
 
-def no_cuda_message(name: str) -> str:
-    return f"{name} on cuda: no CUDA device on this host; available: cpu"
-
-
 def get_variant(name: str, dtype: str = "float32", device: str = "cpu") -> Variant:
     """The variant `name` at `dtype` on `device`.
 
@@ -83,8 +79,9 @@ def get_variant(name: str, dtype: str = "float32", device: str = "cpu") -> Varia
         raise UserError(f"unknown dtype {dtype!r}; choose from {', '.join(DTYPES)}")
     if device not in DEVICES:
         raise UserError(f"unknown device {device!r}; choose from {', '.join(DEVICES)}")
-    if framework == "torch" and device == "cuda" and not gpu_device_files():
-        raise UnavailableError(no_cuda_message(name))  # before the class imports torch
+    if framework == "torch" and device == "cuda" and not cuda_available():
+        # before the class imports torch: cuda_available imports it only where a GPU may be
+        raise UnavailableError(f"{name} on cuda: no CUDA device on this host; available: cpu")
     cls = variant_class(name)
     if device not in cls.devices:
         raise UserError(f"{name} does not run on {device}; available: {', '.join(cls.devices)}")
@@ -93,8 +90,6 @@ def get_variant(name: str, dtype: str = "float32", device: str = "cpu") -> Varia
         raise UserError(
             f"{name} does not support {dtype} on {device}; available: {', '.join(allowed)}"
         )
-    if device == "cuda" and not cuda_available():
-        raise UnavailableError(no_cuda_message(name))
     return cls(cell=cell, dtype=dtype, device=device)
 
 
