@@ -1,5 +1,6 @@
 import os
 import subprocess
+import sys
 
 import numpy as np
 import pytest
@@ -47,3 +48,11 @@ def max_rel_error(actual: np.ndarray, expected: np.ndarray) -> float:
     """max |a - e| / max |e|: relative to the array's scale, robust to entries near zero."""
     scale = max(float(np.max(np.abs(expected))), 1e-300)
     return float(np.max(np.abs(np.asarray(actual, dtype=np.float64) - expected))) / scale
+
+
+def fresh_python(script: str) -> list[str]:
+    """The words `script` prints in a fresh interpreter (so that what it imports is its own);
+    it must exit 0."""
+    result = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True)
+    assert result.returncode == 0, result.stderr
+    return result.stdout.split()

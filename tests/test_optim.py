@@ -1,9 +1,6 @@
 """Numpy SGD / Adam / clipping and the torch foreach SGD / Adam against torch.optim and
 torch.nn.utils.clip_grad_norm_."""
 
-import subprocess
-import sys
-
 import numpy as np
 import pytest
 import torch
@@ -11,6 +8,7 @@ import torch
 from rnnopt.errors import UserError
 from rnnopt.optim import clip_grad_norm, make_optimizer
 from rnnopt.torch_optim import TorchAdam, TorchSGD, make_torch_optimizer
+from tests.conftest import fresh_python
 
 SHAPES = {"weight": (5, 3), "bias": (5,), "vector": (7,)}
 STEPS = 20
@@ -120,9 +118,7 @@ def test_torch_training_step_leaves_torch_dynamo_unimported():
         "stepper.step([batch], 1.0)\n"
         "print('torch._dynamo' in sys.modules)\n"
     )
-    result = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True)
-    assert result.returncode == 0, result.stderr
-    assert result.stdout.strip() == "False"
+    assert fresh_python(script) == ["False"]
 
 
 def test_optimizer_updates_in_place_and_keeps_dtype():

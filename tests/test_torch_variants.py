@@ -13,8 +13,6 @@ so all compile cases share one small shape; with a warm TORCHINDUCTOR_CACHE_DIR 
 """
 
 import json
-import subprocess
-import sys
 import warnings
 
 import pytest
@@ -23,7 +21,7 @@ import torch
 from rnnopt import get_variant, reference
 from rnnopt.errors import UnavailableError, UserError
 from rnnopt.params import PARAM_NAMES
-from tests.conftest import max_rel_error, small_problem
+from tests.conftest import fresh_python, max_rel_error, small_problem
 
 KINDS = ("cell", "nn", "jit", "compile")
 BF16_TOLERANCE = 10 * 2.0**-8
@@ -134,9 +132,7 @@ def test_runner_step_leaves_torch_dynamo_unimported():
         "runner.step()\n"
         "print('torch._dynamo' in sys.modules)\n"
     )
-    result = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True)
-    assert result.returncode == 0, result.stderr
-    assert result.stdout.strip() == "False"
+    assert fresh_python(script) == ["False"]
 
 
 @pytest.mark.parametrize("kind", KINDS)
@@ -201,9 +197,7 @@ def test_cuda_without_gpu_device_files_is_skipped_without_importing_torch(tmp_pa
         f" '--phase', 'forward', 'step', '--out', {str(out)!r}])\n"
         "print(code, 'torch' in sys.modules)\n"
     )
-    result = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True)
-    assert result.returncode == 0, result.stderr
-    assert result.stdout.split()[-2:] == ["0", "False"]
+    assert fresh_python(script)[-2:] == ["0", "False"]
     for phase in ("forward", "step"):
         record = json.loads((tmp_path / f"{phase}.json").read_text())
         assert record["status"] == "skipped" and "no CUDA device" in record["reason"]

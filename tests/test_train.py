@@ -1,8 +1,6 @@
 """Training: every float64 variant follows the same trajectory; accumulation, divergence, CLI."""
 
 import json
-import subprocess
-import sys
 
 import numpy as np
 import pytest
@@ -15,6 +13,7 @@ from rnnopt.records import read_record
 from rnnopt.report.verdicts import LEARNED_RATIO
 from rnnopt.train import TrainConfig, batch_schedule, holdout_split, train
 from rnnopt.variants import variant_class
+from tests.conftest import fresh_python
 
 KINDS = ("numpy-naive", "numpy-inplace", "numpy-batched", "numpy-fused", "torch-cell", "torch-jit")
 # clip_norm 0.3 fires on most (not all) steps of this problem: both branches are exercised
@@ -261,9 +260,7 @@ def test_cli_numpy_training_leaves_torch_unimported(dataset_path, tmp_path):
         f" '--out', {str(tmp_path / 'train.json')!r}])\n"
         "print(code, 'torch' in sys.modules)\n"
     )
-    result = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True)
-    assert result.returncode == 0, result.stderr
-    assert result.stdout.split()[-2:] == ["0", "False"]
+    assert fresh_python(script)[-2:] == ["0", "False"]
     record = read_record(tmp_path / "train.json")
     assert record["status"] == "ok" and record["threads_effective"]["requested"] == 1
 
