@@ -11,6 +11,7 @@ import rnnopt.variants
 from rnnopt.flops import PHASES
 from rnnopt.records import read_record
 from rnnopt.variants.base import Runner
+from tests.conftest import fresh_python
 from tests.measure_helpers import QUICK, TINY, require_variant, run_cli
 
 
@@ -163,6 +164,23 @@ def test_native_only_skips_emulated_bfloat16(tmp_path, monkeypatch, native):
         assert "no native bfloat16" in record["reason"] and "\n" not in record["reason"]
         assert record["dtype"] == "bfloat16" and record["variant"] == "torch-lstm-nn"
         assert "metrics" not in record or not record["metrics"]
+
+
+def test_native_only_skip_leaves_torch_unimported(tmp_path):
+    """A job that is only skipped as emulated bfloat16 pays no torch import (2-3 s)."""
+    template = str(tmp_path / "{phase}.json")
+    argv = ["profile", "--variant", "torch-lstm-nn", *TINY, "--threads", "1", *QUICK]
+    argv += ["--dtype", "bfloat16", "--native-only", "--phase", *PHASES, "--out", template]
+    script = (
+        "import sys\n"
+        "import rnnopt.commands.profile as profile\n"
+        "profile.native_bf16 = lambda: False\n"
+        "from rnnopt.cli import main\n"
+        f"print(main({argv!r}), 'torch' in sys.modules)\n"
+    )
+    assert fresh_python(script)[-2:] == ["0", "False"]
+    record = read_record(tmp_path / "step.json")
+    assert record["status"] == "skipped" and record["threads_effective"]["requested"] == 1
 
 
 def test_native_only_times_other_dtypes(tmp_path, monkeypatch):

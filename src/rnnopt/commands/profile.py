@@ -40,7 +40,7 @@ from rnnopt.harness import (
 from rnnopt.peak import ceiling_of
 from rnnopt.records import make_record, read_record, write_record
 from rnnopt.split import gemm_only_call, split_metrics
-from rnnopt.threads import threads_match
+from rnnopt.threads import apply_threads, threads_match
 from rnnopt.timing import benchmark, benchmark_segments
 
 
@@ -176,14 +176,16 @@ def run(args) -> int:
     phases = list(dict.fromkeys(args.phase))
     if len(phases) > 1 and "{phase}" not in args.out:
         raise UserError(f"--out {args.out!r} must contain {{phase}} to hold several phases")
-    threads = apply_variant_threads(args)
-    peak = read_record(args.peak) if args.peak else None
     emulated = emulated_dtype(args)
     if emulated is not None:
+        # Only skipped: torch (2-3 s to import) is not needed for that.
+        threads = apply_threads(args.threads, use_torch=False)
         failure = VariantFailed(UnavailableError(emulated))
         for phase in phases:
             write_failure("profile", phase_args(args, phase), failure, threads_effective=threads)
         return 0
+    threads = apply_variant_threads(args)
+    peak = read_record(args.peak) if args.peak else None
     variant = None
     try:
         variant, runner = prepare(phase_args(args, phases[0]))
