@@ -2,6 +2,7 @@
 
 import pytest
 
+from rnnopt import timing
 from rnnopt.counters import ProcessCounters
 from rnnopt.timing import (
     benchmark,
@@ -53,12 +54,13 @@ def test_single_sample():
 
 
 def test_warm_up_first_call_apart_then_stable():
-    # first call (compilation) is never compared; 50 -> 40 differ by 20%, 40 -> 39 by 2.5%
+    # first call (compilation) is never compared; 50 -> 40 differ by 20%, 40 -> 39 by 2.5%:
+    # the 39 is kept as the first timed sample, the three calls before it are discarded
     warm = warm_up(scripted([1000, 50, 40, 39, 39, 39]), max_calls=10)
     assert warm.stable
-    assert warm.calls == 4
+    assert warm.calls == 3 and warm.kept_ns == 39
     assert warm.first_s == 1000 / 1e9
-    assert warm.total_s == (1000 + 50 + 40 + 39) / 1e9
+    assert warm.total_s == (1000 + 50 + 40) / 1e9
     assert warm.metrics(compiles=True)["compile_s"] == warm.first_s
     assert "compile_s" not in warm.metrics(compiles=False)
 
@@ -66,7 +68,36 @@ def test_warm_up_first_call_apart_then_stable():
 def test_warm_up_bounded_when_never_stable():
     warm = warm_up(scripted([100, 10, 20, 10, 20, 10, 20, 10]), max_calls=5)
     assert not warm.stable
-    assert warm.calls == 5
+    assert warm.calls == 5 and warm.kept_ns is None
+    assert warm.total_s == (100 + 10 + 20 + 10 + 20) / 1e9
+
+
+def test_warm_up_never_compares_with_the_first_call():
+    # 100 -> 100 agree, but the first call is apart: the third call is the earliest kept
+    warm = warm_up(scripted([100, 100, 100]), max_calls=10)
+    assert warm.stable and warm.calls == 2 and warm.kept_ns == 100
+    assert not warm_up(scripted([100, 100]), max_calls=2).stable
+
+
+def test_benchmark_times_the_call_that_showed_stability_first(monkeypatch):
+    # measured ns per call: warm-up 900 (first), 500, 300 (vs 500: not stable), 290 (kept);
+    # then 280, 310 timed with the counters on
+    durations = iter([900, 500, 300, 290, 280, 310])
+    monkeypatch.setattr(timing, "timer_for", lambda device: lambda call, sync: next(durations))
+    counted = []
+    per_call = ProcessCounters.per_call
+    monkeypatch.setattr(
+        ProcessCounters, "per_call", lambda self, calls: counted.append(calls) or per_call(self, 1)
+    )
+    with ProcessCounters() as counters:
+        metrics = benchmark(
+            lambda: None, min_time_s=0, min_calls=3, max_warmup_calls=10, counters=counters
+        )
+    assert metrics["warmup_calls"] == 3 and metrics["warmup_stable"]
+    assert metrics["time_ms"]["n"] == 3
+    assert metrics["time_ms"]["median"] == 290 / 1e6
+    assert metrics["time_ms"]["min"] == 280 / 1e6 and metrics["time_ms"]["max"] == 310 / 1e6
+    assert counted == [2]  # the kept call ran before the counters were on
 
 
 def test_time_calls_needs_both_min_time_and_min_calls():
@@ -178,10 +209,11 @@ def test_benchmark_segments_times_each_segment_and_the_step_as_their_sum(monkeyp
     assert metrics["backward"]["time_ms"]["median"] == 5
     assert metrics["step"]["time_ms"]["median"] == 9  # the sum of its segments
     assert {m["time_ms"]["n"] for m in metrics.values()} == {6}
-    # warm-up: the first step, then two that agree; each segment keeps its own share of it
-    assert metrics["step"]["warmup_calls"] == 3 and metrics["step"]["warmup_stable"]
+    # warm-up: the first step, then two that agree, the second of them kept as the first
+    # timed step (5 more reach 0.05 s); each segment keeps its own share of the discarded two
+    assert metrics["step"]["warmup_calls"] == 2 and metrics["step"]["warmup_stable"]
     assert metrics["backward"]["first_call_s"] == 5e-3
-    assert metrics["step"]["warmup_s"] == pytest.approx(3 * 9e-3)
+    assert metrics["step"]["warmup_s"] == pytest.approx(2 * 9e-3)
     assert "per_call" in metrics["forward"] and "per_call" not in metrics["update"]
     # warm-up calls run without counters; each timed segment inside its own counter and the
     # step's, switched outside the segment's bracket
@@ -200,7 +232,7 @@ def test_benchmark_segments_times_each_segment_and_the_step_as_their_sum(monkeyp
         "c-",
         "c+",
     ]
-    assert timed.count("update") == 6 and timed.count("c+") == 6 * 5
+    assert timed.count("update") == 5 and timed.count("c+") == 5 * 5
 
 
 def test_benchmark_segments_stops_on_the_step_total():

@@ -1,8 +1,11 @@
 """The timing protocol and its statistics (after torch.utils.benchmark and pyperf).
 
 1. Warm-up: the first call is timed apart (it carries compilation and lazy allocation:
-   `compile_s` for variants that compile), then calls repeat until two consecutive ones agree
-   within 10% or `max_calls` is reached (`warmup_stable` says which).
+   `compile_s` for variants that compile), then calls repeat until one agrees within 10% with
+   the call before it, or `max_calls` calls are made (`warmup_stable` says which). The call
+   that agrees is the first timed call: it is measured like every later one, after a call of
+   the same time, so only the calls before it are discarded (`warmup_calls`). At a step of
+   seconds (the fastrnns shape) that saves a step per job over discarding it too.
 2. Timed calls until both `min_time_s` of measured time and `min_calls` calls.
 3. Statistics of the per-call times: median, IQR, min, mean, stdev, n; a row is `noisy` when
    IQR / median > 0.10.
@@ -89,9 +92,10 @@ def make_measure(
 @dataclass
 class WarmUp:
     first_s: float  # wall time of the first call, preparation included
-    total_s: float  # wall time of every warm-up call, preparation included
-    calls: int
-    stable: bool  # two consecutive calls agreed within STABLE_TOLERANCE
+    total_s: float  # wall time of the discarded calls, preparation included
+    calls: int  # discarded calls
+    stable: bool  # a call agreed with the one before it within STABLE_TOLERANCE
+    kept_ns: int | None = None  # that call's measured time: the first timed sample
 
     def metrics(self, compiles: bool) -> dict:
         metrics = {
@@ -107,30 +111,32 @@ class WarmUp:
 
 def warm_up(measure: Measure, max_calls: int = 10, tolerance: float = STABLE_TOLERANCE) -> WarmUp:
     """Call until stable: the first call never counts toward stability (compilation, lazy
-    buffers); stable once two consecutive later calls differ by at most `tolerance` of the
-    earlier one. At most `max_calls` calls in all (at least 3 are needed to be stable).
+    buffers); stable once a later call differs by at most `tolerance` from the call before
+    it (not the first). That call is kept (`kept_ns`), the ones before it are discarded. At
+    most `max_calls` calls in all (at least 3 are needed to be stable); none kept if not stable.
     """
     if max_calls < 1:
         raise ValueError(f"max_calls must be >= 1, got {max_calls}")
     _, first_wall = measure()
     total_wall, previous, calls = first_wall, None, 1
-    stable = False
     while calls < max_calls:
         measured, wall = measure()
+        if previous is not None and abs(measured - previous) <= tolerance * previous:
+            return WarmUp(first_wall / 1e9, total_wall / 1e9, calls, True, measured)
         total_wall += wall
         calls += 1
-        if previous is not None and abs(measured - previous) <= tolerance * previous:
-            stable = True
-            break
         previous = measured
-    return WarmUp(first_wall / 1e9, total_wall / 1e9, calls, stable)
+    return WarmUp(first_wall / 1e9, total_wall / 1e9, calls, False)
 
 
-def time_calls(measure: Measure, min_time_s: float = 1.0, min_calls: int = 10) -> list[int]:
-    """Measured nanoseconds per call, until `min_time_s` of measured time and `min_calls`."""
-    samples: list[int] = []
+def time_calls(
+    measure: Measure, min_time_s: float = 1.0, min_calls: int = 10, first: list[int] = ()
+) -> list[int]:
+    """Measured nanoseconds per call, until `min_time_s` of measured time and `min_calls`;
+    `first`: samples already taken (the warm-up's kept call), counted toward both."""
+    samples: list[int] = list(first)
     budget_ns = min_time_s * 1e9
-    total = 0
+    total = sum(samples)
     while len(samples) < min_calls or total < budget_ns:
         measured, _ = measure()
         samples.append(measured)
@@ -279,10 +285,13 @@ def benchmark_segments(
 
     warm_measure = make_segment_measure(segments, sync=sync, device=device, clock=clock)
     warm = warm_up(as_measure(warm_measure, warm_rows), max_warmup_calls)
+    if warm.kept_ns is not None:
+        rows.append(warm_rows.pop())
     measure = make_segment_measure(
         segments, sync=sync, device=device, counters=counters, clock=clock
     )
-    time_calls(as_measure(measure, rows), min_time_s, min_calls)
+    time_calls(as_measure(measure, rows), min_time_s, min_calls, first=[sum(row) for row in rows])
+    counted = len(rows) - (warm.kept_ns is not None)
 
     def columns(table: list[list[int]]) -> dict[str, list[int]]:
         by_name = {name: [row[i] for row in table] for i, name in enumerate(names)}
@@ -297,12 +306,14 @@ def benchmark_segments(
         time_ms = summarize(samples)
         metrics = {"time_ms": time_ms, "noisy": is_noisy(time_ms), **warm_up_of.metrics(compiles)}
         if counters is not None and name in counters:
-            metrics.update(_counter_metrics(counters[name], len(samples), time_ms))
+            metrics.update(_counter_metrics(counters[name], counted, time_ms))
         results[name] = metrics
     return results
 
 
 def _counter_metrics(counters, calls: int, time_ms: dict) -> dict:
+    """Counters per call over the `calls` they ran for (the timed calls after the warm-up's
+    kept one, which ran before the counters were on)."""
     per_call = counters.per_call(calls)
     # CPU time over wall time: ~threads when the process had its cores, less when shared.
     cpu_ms = per_call["user_cpu_ms"] + per_call["sys_cpu_ms"]
@@ -329,11 +340,12 @@ def benchmark(
     timer = timer_for(device)
     warm = warm_up(make_measure(call, sync=sync, prepare=prepare, timer=timer), max_warmup_calls)
     measure = make_measure(call, sync=sync, prepare=prepare, timer=timer, counters=counters)
-    samples = time_calls(measure, min_time_s, min_calls)
+    kept = [] if warm.kept_ns is None else [warm.kept_ns]
+    samples = time_calls(measure, min_time_s, min_calls, first=kept)
     time_ms = summarize(samples)
     metrics = {"time_ms": time_ms, "noisy": is_noisy(time_ms), **warm.metrics(compiles)}
     if keep_samples:
         metrics["samples_ms"] = [ns / 1e6 for ns in samples]
     if counters is not None:
-        metrics.update(_counter_metrics(counters, len(samples), time_ms))
+        metrics.update(_counter_metrics(counters, len(samples) - len(kept), time_ms))
     return metrics
