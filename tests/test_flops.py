@@ -160,7 +160,7 @@ def test_a_gemm_slower_than_the_time_budget_is_timed_by_its_first_call(monkeypat
 
     calls = []
 
-    def slow_gemm(library, dtype, size, seed=0):
+    def slow_gemm(library, dtype, size, layout="nn", seed=0):
         return (lambda: (calls.append(size), time.sleep(0.02))), (lambda: None)
 
     monkeypatch.setattr(rnnopt.peak, "gemm_call", slow_gemm)

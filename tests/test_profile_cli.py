@@ -3,10 +3,13 @@
 No timing assertions: only that records are written, valid, and say what happened.
 """
 
+import numpy as np
 import pytest
 
+import rnnopt.commands.peak
 import rnnopt.commands.profile
 import rnnopt.harness
+import rnnopt.peak
 import rnnopt.variants
 from rnnopt.flops import PHASES
 from rnnopt.records import read_record
@@ -60,8 +63,44 @@ def test_peak_measures_only_the_dtypes_asked_for(tmp_path):
     peak = tmp_path / "peak.json"
     argv = ["peak", "--threads", "1", "--out", str(peak), "--size", "32", "--dtypes", "float32"]
     assert run_cli(*argv, "--min-time-s", "0.01") == 0
-    gflops = read_record(peak)["metrics"]["gemm_gflops"]
+    metrics = read_record(peak)["metrics"]
+    gflops = metrics["gemm_gflops"]
     assert set(gflops["numpy"]) == {"float32"} and set(gflops["torch"]) == {"float32"}
+    assert {library: set(layouts) for library, layouts in metrics["gemm_layout"].items()} == {
+        "numpy": {"float32"},
+        "torch": {"float32"},
+    }
+
+
+@pytest.mark.parametrize("library", ["numpy", "torch"])
+@pytest.mark.parametrize("layout", rnnopt.peak.LAYOUTS)
+def test_gemm_computes_the_product_in_every_layout(library, layout):
+    call, _ = rnnopt.peak.gemm_call(library, "float64", 8, layout, seed=3)
+    a, b = np.random.default_rng(3).standard_normal((2, 8, 8))
+    a, b = (a.T if layout[0] == "t" else a), (b.T if layout[1] == "t" else b)
+    np.testing.assert_allclose(np.asarray(call()), a @ b, rtol=1e-12)
+
+
+def test_peak_tries_every_layout_at_the_first_size_and_keeps_the_best(tmp_path, monkeypatch):
+    """Fake GEMM rates, "tn" fastest: larger sizes run in "tn" only, and the record keeps it."""
+    calls = []
+
+    def fake_gemm(library, dtype, size, min_time_s, layout):
+        calls.append((library, size, layout))
+        rate = {"nn": 1.0, "nt": 2.0, "tn": 3.0}[layout] * size
+        return {"gflops": rate, "time_ms": 1.0, "calls": 5}
+
+    monkeypatch.setattr(rnnopt.commands.peak, "measure_gemm", fake_gemm)
+    peak = tmp_path / "peak.json"
+    argv = ["peak", "--threads", "1", "--out", str(peak), "--dtypes", "float32"]
+    assert run_cli(*argv, "--size", "16", "32") == 0
+    for library in ("numpy", "torch"):
+        tried = [(size, layout) for name, size, layout in calls if name == library]
+        assert tried == [(16, "nn"), (16, "nt"), (16, "tn"), (32, "tn")]
+    metrics = read_record(peak)["metrics"]
+    assert metrics["gemm_layout"]["torch"]["float32"] == "tn"
+    assert metrics["gemm_size"]["torch"]["float32"] == 32
+    assert metrics["gemm_gflops"]["torch"]["float32"] == 96.0
 
 
 def test_timer_check_record(tmp_path):

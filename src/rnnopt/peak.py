@@ -7,10 +7,11 @@ of these that any library reached (`ceiling_of`), not its own library's: oneDNN'
 can beat torch's `mm`, and a per-library ceiling then reads above 100%.
 
 A product of two N x N matrices is 2*N^3 FLOPs; it writes into a preallocated output so that
-allocation is not timed; each case runs at every size of `sizes` and keeps its best (small
-products under-use wide vector units, large ones spill caches). Metric keys:
-`gemm_gflops.<library>.<dtype>` and `gemm_time_ms.<library>.<dtype>` (the median of the best
-size), library in {numpy, torch, cuda}.
+allocation is not timed; each case runs at every size of `sizes` and in every operand layout
+of `LAYOUTS`, and keeps its best (small products under-use wide vector units, large ones spill
+caches; a layout can take a library's slow path). Metric keys: `gemm_gflops.<library>.<dtype>`
+and `gemm_time_ms.<library>.<dtype>` (the median of the best size and layout),
+`gemm_size` and `gemm_layout` of that best, library in {numpy, torch, cuda}.
 """
 
 from __future__ import annotations
@@ -33,24 +34,38 @@ CUDA_CASES = tuple(
 )
 
 
+# Operand layouts of out = A @ B: "nn" both row-major, "nt" B and "tn" A a transposed view.
+# A BLAS takes either through a flag, but a library need not run them equally fast: torch's
+# bfloat16 mm emulated on AVX2 ran 0.95 GFLOP/s as nn, 10 as nt and 24 as tn (N=1024, one
+# thread; float32 88-94 in all three). nn.Linear and the RNN layers multiply by transposed
+# weights, so the nn layout alone under-states the ceiling and a recurrent layer beats it.
+LAYOUTS = ("nn", "nt", "tn")
+
+
 def gemm_flops(size: int) -> int:
     return 2 * size**3
 
 
-def gemm_call(library: str, dtype: str, size: int, seed: int = 0) -> tuple[Callable, Callable]:
-    """(call, sync) computing out = a @ b for two random size x size matrices."""
+def gemm_call(
+    library: str, dtype: str, size: int, layout: str = "nn", seed: int = 0
+) -> tuple[Callable, Callable]:
+    """(call, sync) computing out = a @ b for two random size x size matrices, each operand
+    a transposed view of a row-major matrix where `layout` says t (LAYOUTS)."""
     rng = np.random.default_rng(seed)
     a, b = rng.standard_normal((2, size, size))
+    transpose_a, transpose_b = (flag == "t" for flag in layout)
     if library == "numpy":
         a, b = a.astype(dtype), b.astype(dtype)
-        out = np.empty_like(a)
+        a, b = (a.T if transpose_a else a), (b.T if transpose_b else b)
+        out = np.empty((size, size), dtype)
         return (lambda: np.matmul(a, b, out=out)), (lambda: None)
     import torch
 
     device = "cuda" if library == "cuda" else "cpu"
     torch_dtype = getattr(torch, "float32" if dtype == "tfloat32" else dtype)
     ta, tb = (torch.from_numpy(m).to(device, torch_dtype) for m in (a, b))
-    out = torch.empty_like(ta)
+    ta, tb = (ta.t() if transpose_a else ta), (tb.t() if transpose_b else tb)
+    out = torch.empty(size, size, dtype=torch_dtype, device=device)
     sync = torch.cuda.synchronize if device == "cuda" else (lambda: None)
     if library != "cuda":
         return (lambda: torch.mm(ta, tb, out=out)), sync
@@ -64,7 +79,9 @@ def gemm_call(library: str, dtype: str, size: int, seed: int = 0) -> tuple[Calla
     return call, sync
 
 
-def measure_gemm(library: str, dtype: str, size: int, min_time_s: float = 0.5) -> dict:
+def measure_gemm(
+    library: str, dtype: str, size: int, min_time_s: float = 0.5, layout: str = "nn"
+) -> dict:
     """{"gflops", "time_ms", "calls"} of one case by the timing protocol (median time).
 
     A case whose first product alone outlasts `min_time_s` (bfloat16 emulated on a CPU
@@ -72,7 +89,7 @@ def measure_gemm(library: str, dtype: str, size: int, min_time_s: float = 0.5) -
     one-time costs (allocation, a oneDNN primitive: milliseconds) are well under 1% of it, and
     a case far from any ceiling that matters must not hold the pipeline for a minute.
     """
-    call, sync = gemm_call(library, dtype, size)
+    call, sync = gemm_call(library, dtype, size, layout)
     device = "cuda" if library == "cuda" else "cpu"
     timer = timer_for(device)
     first_ms = timer(call, sync) / 1e6

@@ -1,8 +1,9 @@
 """`rnnopt peak`: the measured GEMM ceiling (GFLOP/s) per library and dtype, one record.
 
 Cases: numpy float64/float32, torch CPU float64/float32/bfloat16, and torch CUDA
-float64/float32/tfloat32/float16/bfloat16 when a GPU is present, each at every --size, keeping
-its best. A case that cannot run here is left out with a note; the record is `ok` if any case
+float64/float32/tfloat32/float16/bfloat16 when a GPU is present, each in every operand layout
+(rnnopt.peak.LAYOUTS) at the first --size and in the best of them at the others, keeping its
+best. A case that cannot run here is left out with a note; the record is `ok` if any case
 ran. Beside them, the CPU's theoretical FMA peak where it is known (rnnopt.fma_peak).
 """
 
@@ -10,7 +11,7 @@ from __future__ import annotations
 
 from rnnopt.fma_peak import theoretical_gflops
 from rnnopt.harness import positive_float, positive_int
-from rnnopt.peak import CPU_CASES, CUDA_CASES, measure_gemm
+from rnnopt.peak import CPU_CASES, CUDA_CASES, LAYOUTS, measure_gemm
 from rnnopt.records import make_record, write_record
 from rnnopt.threads import apply_threads, threads_match
 from rnnopt.variants import cuda_available
@@ -52,29 +53,36 @@ def run(args) -> int:
         cases += [(case, args.cuda_size) for case in CUDA_CASES]
     else:
         notes.append("no CUDA device: CPU cases only")
-    gflops: dict = {}
-    time_ms: dict = {}
-    sizes: dict = {}
+    best: dict = {name: {} for name in ("gflops", "time_ms", "size", "layout")}
+    failed: set = set()
     slow: set = set()
     for (library, dtype), size in cases:
-        if (library, dtype) in slow:
-            continue  # a case timed by a single call at a smaller size: larger is slower still
-        try:
-            result = measure_gemm(library, dtype, size, args.min_time_s)
-        except (RuntimeError, TypeError, ValueError, MemoryError) as error:
-            notes.append(f"{library} {dtype}: not measured ({type(error).__name__}: {error})")
-            continue
-        print(f"rnnopt peak: {library:5s} {dtype:8s} N={size:5d} {result['gflops']:9.1f} GFLOP/s")
-        if result["calls"] == 1:
-            slow.add((library, dtype))
-            notes.append(f"{library} {dtype}: slow here, timed by a single call at N={size}")
-        if result["gflops"] > gflops.get(library, {}).get(dtype, 0.0):
-            gflops.setdefault(library, {})[dtype] = result["gflops"]
-            time_ms.setdefault(library, {})[dtype] = result["time_ms"]
-            sizes.setdefault(library, {})[dtype] = size
+        # Every layout at a case's first size, where products are cheapest; larger sizes in
+        # the best layout found so far only (the layout decides more than the size does).
+        chosen = best["layout"].get(library, {}).get(dtype)
+        for layout in (chosen,) if chosen else LAYOUTS:
+            case = (library, dtype, layout)
+            if case in slow or (library, dtype, size) in failed:
+                continue  # slow: timed by a single call at a smaller size; larger is slower
+            try:
+                result = measure_gemm(library, dtype, size, args.min_time_s, layout)
+            except (RuntimeError, TypeError, ValueError, MemoryError) as error:
+                failed.add((library, dtype, size))
+                error_text = f"{type(error).__name__}: {error}"
+                notes.append(f"{library} {dtype} N={size}: not measured ({error_text})")
+                continue
+            gflops = result["gflops"]
+            print(f"rnnopt peak: {library} {dtype} N={size} {layout}: {gflops:.1f} GFLOP/s")
+            if result["calls"] == 1:
+                slow.add(case)
+                notes.append(f"{library} {dtype} {layout}: slow here, one call at N={size}")
+            if gflops > best["gflops"].get(library, {}).get(dtype, 0.0):
+                found = {"gflops": gflops, "time_ms": result["time_ms"], "size": size}
+                for name, value in (found | {"layout": layout}).items():
+                    best[name].setdefault(library, {})[dtype] = value
     if not threads_match(threads):
         notes.append("thread counts in force differ from --threads (see threads_effective)")
-    status, reason = ("ok", None) if gflops else ("failed", "no GEMM case could run")
+    status, reason = ("ok", None) if best["gflops"] else ("failed", "no GEMM case could run")
     record = make_record(
         "peak",
         seed=args.seed,
@@ -82,9 +90,10 @@ def run(args) -> int:
         status=status,
         reason=reason,
         metrics={
-            "gemm_gflops": gflops,
-            "gemm_time_ms": time_ms,
-            "gemm_size": sizes,
+            "gemm_gflops": best["gflops"],
+            "gemm_time_ms": best["time_ms"],
+            "gemm_size": best["size"],
+            "gemm_layout": best["layout"],
             "theoretical_gflops": theoretical_gflops(args.threads),
         },
         threads=args.threads,
