@@ -183,6 +183,7 @@ class Results:
         clip_fraction=0.0,
         env=ENV,
         task="adding",
+        steps=20,
     ):
         metrics = {
             "final_loss": final_loss,
@@ -190,6 +191,7 @@ class Results:
             "time_per_step_ms": time_ms,
             "tokens_per_s": batch * 30 / (time_ms / 1e3),
             "clip_fraction": clip_fraction,
+            "steps_completed": steps,
         }
         losses = [1.0 / (1 + i) + final_loss for i in range(20)]
         series = {"loss": losses, "grad_norm": [1.0] * 20}
@@ -298,6 +300,7 @@ def write_results(root) -> Results:
         math.nan,
         status="diverged",
         reason="loss became nan at step 7",
+        steps=7,
     )
     results.train(CPU_RUN, "clip-on", "torch-lstm-nn", 0.04, clip_fraction=0.6)
     results.train(CPU_RUN, "accum-1x64", "torch-lstm-nn", 0.03, batch=64, time_ms=12.0)

@@ -11,7 +11,7 @@ from rnnopt.cli import main
 from rnnopt.report import build, table
 from rnnopt.report.comparisons import COMPARISONS, Comparison, Side
 from rnnopt.report.figures import FIGURES, draw_all
-from rnnopt.report.measure import Interval, Outcome
+from rnnopt.report.measure import Interval, Outcome, measure
 from rnnopt.report.verdicts import verdict
 from tests.test_aggregate import CPU_RUN, GPU_RUN, write_results
 
@@ -67,11 +67,25 @@ def test_training_experiments(comparison):
     loss = "diverged -> 0.04 (24% of baseline)"  # the held-out loss, baseline 0.17
     assert cell(comparison, "gradient clipping", CPU_RUN, "loss") == loss
     assert cell(comparison, "gradient clipping", CPU_RUN, "verdict") == "supported"
+    # clip-off's 7 steps before it diverged are warm-up: no step time against clip-on's 20
+    no_time = "- (no step time compared: clip-off stopped after 7 steps)"
+    assert cell(comparison, "gradient clipping", CPU_RUN, "speedup") == no_time
     assert cell(comparison, "gradient accumulation", CPU_RUN, "peak memory") == "0.25x"
     assert cell(comparison, "gradient accumulation", CPU_RUN, "verdict") == "supported"
     assert cell(comparison, "batch-size choice", CPU_RUN, "speedup").startswith("B=128")
     assert cell(comparison, "batch-size choice", CPU_RUN, "verdict") == "supported"
     assert cell(comparison, "gradient clipping", GPU_RUN, "verdict").startswith("not measured")
+
+
+def test_clipping_compares_step_times_when_both_runs_took_every_step(frames):
+    data = table.run_data(frames[0])[CPU_RUN]
+    clip_off = data.train["setting"] == "clip-off"
+    data.train.loc[clip_off, ["status", "steps_completed", "time_per_step_ms"]] = ["ok", 20, 11.0]
+    data.train.loc[clip_off, "heldout_loss"] = 0.1
+    clipping = next(c for c in COMPARISONS if c.method == "clipping")
+    outcome = measure(clipping, data, CPU_RUN)
+    assert str(outcome.speedup) == "1.10x"  # 11 ms unclipped / 10 ms clipped
+    assert outcome.stability == (True, "clip-on reached a lower held-out loss")
 
 
 def test_a_run_that_did_not_learn_fails_the_learned_criterion():

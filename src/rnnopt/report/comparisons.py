@@ -169,7 +169,10 @@ COMPARISONS: tuple[Comparison, ...] = (
         Side(setting="clip-off"),
         method="clipping",
         criteria=("stability",),
-        about="one high learning rate with and without clipping; speedup: step time without / with",
+        about=(
+            "one high learning rate with and without clipping; speedup: step time without / "
+            "with, where both runs took every step (a diverged run's first steps are warm-up)"
+        ),
     ),
     Comparison(
         "gradient accumulation",
