@@ -315,10 +315,9 @@ def _clipping_cost(outcome: Outcome, off, on) -> None:
     run's few steps are the first of its process, still warming up (here 3.6 ms falling to
     2.7 over steps 3-12 unclipped, against 2.7 from step 2 clipped, in the same run): no
     match for the median of a whole run, nor for the same steps of another process."""
-    if off["steps_completed"] != on["steps_completed"]:
-        outcome.notes.append(
-            f"no step time compared: clip-off stopped after {off['steps_completed']:.0f} steps"
-        )
+    stopped = off["steps_completed"]
+    if pd.notna(stopped) and stopped != on["steps_completed"]:
+        outcome.notes.append(f"no step time compared: clip-off stopped after {stopped:.0f} steps")
     elif pd.notna(off["time_per_step_ms"]) and pd.notna(on["time_per_step_ms"]):
         cost = off["time_per_step_ms"] / on["time_per_step_ms"]
         outcome.speedup = Interval(cost, cost, cost)
