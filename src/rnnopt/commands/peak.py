@@ -53,13 +53,13 @@ def run(args) -> int:
         cases += [(case, args.cuda_size) for case in CUDA_CASES]
     else:
         notes.append("no CUDA device: CPU cases only")
-    best: dict = {name: {} for name in ("gflops", "time_ms", "size", "layout")}
+    best: dict[tuple[str, str], dict] = {}  # (library, dtype) -> its fastest GEMM so far
     failed: set = set()
     slow: set = set()
     for (library, dtype), size in cases:
         # Every layout at a case's first size, where products are cheapest; larger sizes in
         # the best layout found so far only (the layout decides more than the size does).
-        chosen = best["layout"].get(library, {}).get(dtype)
+        chosen = best.get((library, dtype), {}).get("layout")
         for layout in (chosen,) if chosen else LAYOUTS:
             case = (library, dtype, layout)
             if case in slow or (library, dtype, size) in failed:
@@ -76,13 +76,11 @@ def run(args) -> int:
             if result["calls"] == 1:
                 slow.add(case)
                 notes.append(f"{library} {dtype} {layout}: slow here, one call at N={size}")
-            if gflops > best["gflops"].get(library, {}).get(dtype, 0.0):
-                found = {"gflops": gflops, "time_ms": result["time_ms"], "size": size}
-                for name, value in (found | {"layout": layout}).items():
-                    best[name].setdefault(library, {})[dtype] = value
+            if gflops > best.get((library, dtype), {}).get("gflops", 0.0):
+                best[(library, dtype)] = result | {"size": size, "layout": layout}
     if not threads_match(threads):
         notes.append("thread counts in force differ from --threads (see threads_effective)")
-    status, reason = ("ok", None) if best["gflops"] else ("failed", "no GEMM case could run")
+    status, reason = ("ok", None) if best else ("failed", "no GEMM case could run")
     record = make_record(
         "peak",
         seed=args.seed,
@@ -90,10 +88,10 @@ def run(args) -> int:
         status=status,
         reason=reason,
         metrics={
-            "gemm_gflops": best["gflops"],
-            "gemm_time_ms": best["time_ms"],
-            "gemm_size": best["size"],
-            "gemm_layout": best["layout"],
+            "gemm_gflops": _by_library(best, "gflops"),
+            "gemm_time_ms": _by_library(best, "time_ms"),
+            "gemm_size": _by_library(best, "size"),
+            "gemm_layout": _by_library(best, "layout"),
             "theoretical_gflops": theoretical_gflops(args.threads),
         },
         threads=args.threads,
@@ -102,3 +100,11 @@ def run(args) -> int:
     )
     write_record(args.out, record)
     return 0
+
+
+def _by_library(best: dict, key: str) -> dict:
+    """{library: {dtype: value of `key`}} of the best GEMM of each (library, dtype)."""
+    nested: dict = {}
+    for (library, dtype), found in best.items():
+        nested.setdefault(library, {})[dtype] = found[key]
+    return nested
