@@ -181,3 +181,27 @@ def test_cli_report_with_aggregate(tmp_path, capsys):
     assert "supported" in capsys.readouterr().out
     assert (tmp_path / "results" / "metrics.parquet").is_file()
     assert (out / "comparison.md").is_file() and (out / "figures" / "speedup.png").is_file()
+
+
+def test_published_gpu_figures_beside_the_cuda_run_at_the_same_shape(tmp_path):
+    from rnnopt.report import published
+    from tests.test_aggregate import GPU_ENV, Results
+
+    results = Results(tmp_path)
+    deepbench = {"batch": 64, "seq_len": 25, "input_size": 512, "hidden_size": 512}
+    for dtype, median in (("float32", 0.9), ("float16", 0.4)):
+        results.profile(
+            GPU_RUN, "torch-lstm-nn", dtype, median, device="cuda", phase="forward",
+            env=GPU_ENV, **deepbench,
+        )
+    # another shape, and a step: neither belongs to the published rows
+    results.profile(GPU_RUN, "torch-lstm-nn", "float32", 5.0, device="cuda", env=GPU_ENV)
+    frame = published.table(collect(tmp_path)[0])
+    assert list(frame["source"]) == [
+        published.SOURCE,
+        f"{GPU_RUN} (Test GPU), torch-lstm-nn",
+        published.SOURCE,  # H=1024: published, not measured here
+    ]
+    ours = frame.iloc[1]
+    assert (ours["float32 ms"], ours["float16 ms"], ours["tfloat32 ms"]) == ("0.9", "0.4", "-")
+    assert frame.iloc[0]["float32 ms"] == "1.34" and frame.iloc[2]["float16 ms"] == "1.39"

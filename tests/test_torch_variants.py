@@ -29,6 +29,7 @@ BF16_FLOOR = 1e-4
 TOLERANCES = {
     "float64": 1e-10,
     "float32": 1e-4,
+    "tfloat32": 10 * 2.0**-10,  # TF32 tensor cores: 10-bit significand, float32 accumulation
     "bfloat16": BF16_TOLERANCE,
     "float16": BF16_TOLERANCE,  # eps 2^-11, but GradScaler-free vjp: keep bf16's margin
 }
@@ -212,3 +213,42 @@ def test_compile_reuses_its_graphs_for_a_repeated_shape():
     for seq_len in (5, 9):  # the step's shapes do not depend on T
         variant.vjp(*small_problem("rnn", seq_len=seq_len))
     assert counters["stats"]["unique_graphs"] == graphs
+
+
+def test_tfloat32_is_a_cuda_dtype():
+    with pytest.raises(UserError, match="tfloat32 on cpu; available: float64, float32, bfloat16"):
+        get_variant("torch-lstm-nn", dtype="tfloat32")
+
+
+def test_building_a_layer_sets_tf32_for_tfloat32_and_ieee_for_float32():
+    from rnnopt.variants.torch_nn import TorchNN
+
+    params, _, _ = small_problem("lstm")
+    try:
+        TorchNN(cell="lstm", dtype="tfloat32").module(params)
+        assert torch.backends.cuda.matmul.fp32_precision == "tf32"
+        assert torch.backends.cudnn.rnn.fp32_precision == "tf32"
+    finally:
+        TorchNN(cell="lstm", dtype="float32").module(params)
+    assert torch.backends.cuda.matmul.fp32_precision == "ieee"
+    assert torch.backends.cudnn.rnn.fp32_precision == "ieee"
+
+
+@needs_cuda
+def test_cuda_tfloat32_rounds_the_gemm_operands():
+    """TF32 really on: the cell loop's cuBLAS GEMMs (K = 256) drift well past IEEE float32's
+    error, and stay within TF32's tolerance."""
+    from rnnopt import reference
+    from rnnopt.params import init_params
+
+    params = init_params("lstm", 256, 256, seed=0)
+    x = torch.randn(8, 5, 256, generator=torch.Generator().manual_seed(0)).double().numpy()
+    expected = reference.forward(params, x)
+    errors = {
+        dtype: max_rel_error(
+            get_variant("torch-lstm-cell", dtype=dtype, device="cuda").forward(params, x),
+            expected,
+        )
+        for dtype in ("float32", "tfloat32")
+    }
+    assert errors["float32"] < 1e-5 < errors["tfloat32"] <= TOLERANCES["tfloat32"], errors

@@ -38,7 +38,7 @@ ELEMENTWISE_BACKWARD = {"lstm": 27, "rnn": 5}
 # Values backward needs per hidden unit per step: LSTM gates i, f, g, o and c (h is y);
 # RNN h only (y itself).
 SAVED_PER_UNIT = {"lstm": 5, "rnn": 0}
-DTYPE_BYTES = {"float64": 8, "float32": 4, "bfloat16": 2, "float16": 2}
+DTYPE_BYTES = {"float64": 8, "float32": 4, "tfloat32": 4, "bfloat16": 2, "float16": 2}
 
 
 @dataclass(frozen=True)

@@ -69,11 +69,13 @@ def gemm_call(
     sync = torch.cuda.synchronize if device == "cuda" else (lambda: None)
     if library != "cuda":
         return (lambda: torch.mm(ta, tb, out=out)), sync
+    from rnnopt.variants.torch_base import set_fp32_precision
+
     tf32 = dtype == "tfloat32"
 
     def call() -> None:
-        # allow_tf32 is process-global: set per call so each case measures what it names.
-        torch.backends.cuda.matmul.allow_tf32 = tf32
+        # The precision is process-global: set per call so each case measures what it names.
+        set_fp32_precision(tf32)
         torch.mm(ta, tb, out=out)
 
     return call, sync

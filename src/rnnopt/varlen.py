@@ -37,7 +37,7 @@ WAYS = ("padded", "bucketed", "packed")
 WARMUP_EPOCHS = 1  # left out of the epoch time: first calls allocate and warm caches
 # The three ways' epoch losses agree when within this relative difference: rounding of sums
 # taken in another order (other batch shapes, another kernel), never a padded step leaking in.
-LOSS_RTOL = {"float64": 1e-9, "float32": 1e-4, "bfloat16": 5e-2, "float16": 5e-2}
+LOSS_RTOL = {"float64": 1e-9, "float32": 1e-4, "tfloat32": 5e-3, "bfloat16": 5e-2, "float16": 5e-2}
 
 
 def batch_plan(lengths: np.ndarray, batch: int, way: str, seed: int) -> list[np.ndarray]:

@@ -80,7 +80,7 @@ VARLEN_JOBS = [
 wildcard_constraints:
     run=r"[A-Za-z0-9._-]+",
     variant="|".join(rnnopt.list_variants()),
-    dtype="float64|float32|bfloat16|float16",
+    dtype="float64|float32|tfloat32|bfloat16|float16",
     device="cpu|cuda",
     phase="forward|backward|step",
     task="adding|copy|sine",

@@ -10,7 +10,9 @@ gflops from the analytic FLOP count and, with --peak, peak_fraction of the host'
 for the dtype: the best GEMM any library reached in the peak record (rnnopt.peak.ceiling_of),
 so a fraction above 1 means the ceiling is wrong, not that the variant beat the machine.
 Runners that can run a phase's GEMMs alone (the fused and numba NumPy rungs) add split.*
-metrics: GEMM vs elementwise time (rnnopt.split).
+metrics: GEMM vs elementwise time (rnnopt.split). On CUDA the step record also names the
+kernels of one more step, read with torch.profiler (rnnopt.cuda_kernels): which cuDNN RNN
+algorithm ran.
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ import argparse
 from contextlib import ExitStack
 
 from rnnopt.counters import ProcessCounters
+from rnnopt.cuda_kernels import step_kernels
 from rnnopt.errors import UnavailableError, UserError
 from rnnopt.flops import PHASES, derived_metrics
 from rnnopt.fma_peak import native_bf16
@@ -196,6 +199,11 @@ def run(args) -> int:
                 "profile", phase_args(args, phase), failure, variant, threads_effective=threads
             )
         return 0
+    if runner.device == "cuda" and "step" in timed:
+        kernels, note = step_kernels(runner)
+        timed["step"].update(kernels)
+        if note:
+            variant.note(note)
     for phase in phases:
         one, metrics = phase_args(args, phase), timed[phase]
         try:

@@ -16,6 +16,7 @@ from rnnopt.report import (
     experiments_batching,
     experiments_memory,
     experiments_memory_figures,
+    published,
     table,
 )
 from rnnopt.report.comparisons import COMPARISONS
@@ -122,6 +123,7 @@ def sections(metrics: pd.DataFrame, tables: dict[str, pd.DataFrame]) -> list[Sec
             "our per-call median, tail = our mean / median.",
             tables["checks"],
         ),
+        Section("GPU against published figures", published.ABOUT, tables["published"]),
         Section("Batching experiments", experiments_batching.ABOUT, tables["batching"]),
         Section(
             "Cache, GC and precision experiments",
@@ -184,6 +186,7 @@ def build(metrics: pd.DataFrame, series: pd.DataFrame, out: str | Path) -> dict[
         "variants": table.variants_table(metrics),
         "memory": table.memory_table(metrics),
         "checks": table.checks_table(metrics),
+        "published": published.table(metrics),
         "batching": experiments_batching.table(metrics, series),
     }
     tables["cache_gc_precision"] = experiments_memory.table(metrics)

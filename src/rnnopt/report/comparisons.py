@@ -157,10 +157,37 @@ COMPARISONS: tuple[Comparison, ...] = (
         criteria=("speed", "memory"),
     ),
     Comparison(
+        "mixed precision (bfloat16, CUDA)",
+        ("C11",),
+        Side("torch-*-nn", "bfloat16", CUDA),
+        Side("torch-*-nn", F32, CUDA),
+        criteria=("speed", "memory"),
+    ),
+    Comparison(
+        "TF32 tensor cores (CUDA)",
+        ("C11",),
+        Side("torch-*-nn", "tfloat32", CUDA),
+        Side("torch-*-nn", F32, CUDA),
+        about="float32 storage, GEMMs on TF32 tensor cores (10-bit significand operands)",
+    ),
+    Comparison(
         "GPU",
         ("C9",),
         Side("torch-*-nn", F32, CUDA),
         Side("torch-*-nn", F32, CPU),
+        about="the GPU against one thread of the same host's CPU, both IEEE float32",
+    ),
+    Comparison(
+        "library kernels on the GPU (cuDNN vs cell loop)",
+        ("C8", "C9"),
+        Side("torch-*-nn", F32, CUDA),
+        Side("torch-*-cell", F32, CUDA),
+    ),
+    Comparison(
+        "torch.compile on the GPU",
+        ("C8", "C10"),
+        Side("torch-*-compile", F32, CUDA),
+        Side("torch-*-cell", F32, CUDA),
     ),
     Comparison(
         "gradient clipping",

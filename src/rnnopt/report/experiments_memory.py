@@ -38,7 +38,7 @@ from rnnopt.report.verdicts import GC_SHARE_MATTERS, SAME_LOSS
 
 CACHE_DROP = 0.70  # beyond L3 below 70% of the best GFLOP/s inside the caches: a visible drop
 MIN_SWEEP_POINTS = 3  # hidden sizes that make a sweep
-ITEMSIZE = {"float64": 8, "float32": 4, "bfloat16": 2, "float16": 2}
+ITEMSIZE = {"float64": 8, "float32": 4, "tfloat32": 4, "bfloat16": 2, "float16": 2}
 CACHE_LEVELS = (("l1d", "L1d"), ("l2", "L2"), ("l3", "L3"))
 ABOUT = (
     "Weights against the cache (C13): a hidden-size sweep at fixed B, T and I; GFLOP/s from "

@@ -175,6 +175,7 @@ def variants_table(metrics: pd.DataFrame) -> pd.DataFrame:
                 "% of peak": _peak_percent(r),
                 "compile s": _number(r.get("compile_s"), ".1f"),
                 "GEMM ms / elementwise ms": _split(r),
+                "CUDA kernels (step)": _cuda_kernels(r),
                 "noisy": "noisy" if r.get("noisy") == 1 else "",
                 "verified": "" if verified else "FAILED",
                 "warning": warnings.get((r["run"], wide.shape_text(r), r["threads"]), ""),
@@ -190,6 +191,17 @@ def _split(r) -> str:
     if pd.isna(r.get("split.gemm_ms")):
         return NONE
     return f"{r['split.gemm_ms']:.3g} / {r['split.elementwise_ms']:.3g}"
+
+
+def _cuda_kernels(r) -> str:
+    """Kernels one CUDA step launched (rnnopt.cuda_kernels) and, for the library layer,
+    which cuDNN RNN algorithm those kernels name."""
+    if pd.isna(r.get("cuda_kernel_launches")):
+        return NONE
+    text = f"{r['cuda_kernel_launches']:.0f} launches"
+    if r["variant"].endswith("-nn"):
+        text += ", persistent RNN" if r.get("cudnn_persistent") == 1 else ", standard RNN"
+    return text
 
 
 def _time(r) -> str:

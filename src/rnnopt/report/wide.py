@@ -34,8 +34,16 @@ USED_METRICS = (
     "clip_fraction",
     "passed",
     "tolerance",
+    "cuda_kernel_launches",
+    "cudnn_persistent",
 )
-DTYPE_SHORT = {"float64": "f64", "float32": "f32", "bfloat16": "bf16", "float16": "f16"}
+DTYPE_SHORT = {
+    "float64": "f64",
+    "float32": "f32",
+    "tfloat32": "tf32",
+    "bfloat16": "bf16",
+    "float16": "f16",
+}
 
 
 def records(metrics: pd.DataFrame, kind: str) -> pd.DataFrame:

@@ -94,5 +94,7 @@ def get_variant(name: str, dtype: str = "float32", device: str = "cpu") -> Varia
 
 
 def supported_dtypes(cls: type[Variant], device: str) -> tuple[str, ...]:
-    # float16 autocast + GradScaler is a CUDA recipe; CPU mixed precision is bfloat16.
-    return tuple(d for d in cls.dtypes if not (d == "float16" and device == "cpu"))
+    # float16 autocast + GradScaler is a CUDA recipe; CPU mixed precision is bfloat16. TF32 is
+    # a mode of NVIDIA's tensor cores.
+    cuda_only = ("float16", "tfloat32")
+    return tuple(d for d in cls.dtypes if not (d in cuda_only and device == "cpu"))

@@ -18,7 +18,7 @@ import numpy as np
 
 from rnnopt.params import PARAM_NAMES, gate_count
 
-DTYPES = ("float64", "float32", "bfloat16", "float16")
+DTYPES = ("float64", "float32", "tfloat32", "bfloat16", "float16")
 DEVICES = ("cpu", "cuda")
 
 

@@ -1,7 +1,9 @@
 """Boundary of the PyTorch variants: numpy in/out, dtype policy, autocast, the timing runner.
 
 Dtype policy: float64 / float32 run with weights in that dtype; bfloat16 keeps float32 master
-weights under `torch.autocast` (CPU or CUDA); float16 is autocast + GradScaler, CUDA only.
+weights under `torch.autocast` (CPU or CUDA); float16 is autocast + GradScaler, CUDA only;
+tfloat32 (CUDA only) is float32 storage whose GEMMs and cuDNN RNN run on TF32 tensor cores
+(10-bit significand operands, float32 accumulation).
 A concrete variant implements `make_module(input_size, hidden_size)`: an nn.Module taking
 x (B, T, I) batch-first and returning y (B, T, H), whose parameters map to ours through
 `param_names` (our name -> the module's parameter name).
@@ -20,20 +22,35 @@ from rnnopt.variants.base import Runner, Variant
 TORCH_DTYPES = {
     "float64": torch.float64,
     "float32": torch.float32,
+    "tfloat32": torch.float32,
     "bfloat16": torch.bfloat16,
     "float16": torch.float16,
 }
 AUTOCAST_DTYPES = ("bfloat16", "float16")
 
+
+
+def set_fp32_precision(tf32: bool) -> None:
+    """float32 GEMMs (cuBLAS) and cuDNN RNNs on TF32 tensor cores, or in IEEE float32.
+
+    Process-global, read by each kernel launch: a variant sets it when it builds its layer,
+    so the variant built last decides (one per process in the timing jobs). The new
+    fp32_precision API only: torch refuses a mix of it and the legacy allow_tf32 flags.
+    """
+    mode = "tf32" if tf32 else "ieee"
+    torch.backends.cuda.matmul.fp32_precision = mode
+    torch.backends.cudnn.rnn.fp32_precision = mode
+
+
 # float32 means IEEE float32 here. CUDA's default TF32 for cuDNN RNNs (10-bit significand)
-# would fail the 1e-4 equivalence check and make "float32" mean different maths per host.
-torch.backends.cuda.matmul.fp32_precision = "ieee"
-torch.backends.cudnn.rnn.fp32_precision = "ieee"
+# would fail the 1e-4 equivalence check and make "float32" mean different maths per host;
+# TF32 is the dtype tfloat32.
+set_fp32_precision(False)
 
 
 class TorchVariant(Variant):
     framework = "torch"
-    dtypes = ("float64", "float32", "bfloat16", "float16")
+    dtypes = ("float64", "float32", "tfloat32", "bfloat16", "float16")
     devices = ("cpu", "cuda")
     param_names: dict[str, str] = {name: name for name in PARAM_NAMES}
 
@@ -62,6 +79,7 @@ class TorchVariant(Variant):
     def module(self, params: dict[str, np.ndarray]) -> torch.nn.Module:
         """The layer on this variant's device, loaded with `params`."""
         input_size, hidden_size = params["weight_ih"].shape[1], params["weight_hh"].shape[1]
+        set_fp32_precision(self.dtype == "tfloat32")
         module = self.make_module(input_size, hidden_size).to(self.device, self.weight_dtype)
         module_params = dict(module.named_parameters())
         with torch.no_grad():
