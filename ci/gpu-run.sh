@@ -7,9 +7,9 @@
 # OUT (default gpu-out/) to bring back.
 #   usage: RNNOPT_GIT_COMMIT=<commit> bash ci/gpu-run.sh [snakemake seconds] [test seconds]
 set -uo pipefail
-cd "$(dirname "$0")/.."
+cd "$(dirname "$0")/.." || exit 1
 SNAKEMAKE_S=${1:-270}
-TEST_S=${2:-90}
+TEST_S=${2:-75}
 OUT=${OUT:-gpu-out}
 mkdir -p "$OUT"
 PYTHON=${PYTHON:-python3}
@@ -26,6 +26,7 @@ export RNNOPT_GIT_COMMIT=${RNNOPT_GIT_COMMIT:-unknown}
 {
     date -u
     nvidia-smi || true
+    ls -l /dev/nvidia* || true
     lscpu | head -20 || true
     "$PYTHON" - <<'EOF'
 import platform, torch
