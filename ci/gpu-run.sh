@@ -21,7 +21,6 @@ if compgen -G ".whl/*.whl" >/dev/null; then
 fi
 export PYTHONPATH="$PWD/src:$SITE${PYTHONPATH:+:$PYTHONPATH}"
 export PYTHONUNBUFFERED=1
-export RNNOPT_GIT_COMMIT=${RNNOPT_GIT_COMMIT:-unknown}
 
 {
     date -u

@@ -104,3 +104,17 @@ def test_numpy_only_process_records_torch_version_without_importing_it():
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert "'imported': False" in out.stdout and "'version': '2.13.0" in out.stdout
+
+
+def test_a_named_commit_overrides_the_checkouts_git(monkeypatch):
+    """A copied working tree can carry a stale .git (the GPU host's copy did): the commit the
+    runner names wins."""
+    from rnnopt import envinfo
+
+    monkeypatch.setenv("RNNOPT_GIT_COMMIT", "d052a33570f758716ade1d986fe3bf5d657a34f2")
+    envinfo.git_state.cache_clear()
+    try:
+        state = envinfo.git_state()
+    finally:
+        envinfo.git_state.cache_clear()
+    assert state == {"commit": "d052a33570f758716ade1d986fe3bf5d657a34f2", "dirty": None}

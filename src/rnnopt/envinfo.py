@@ -33,11 +33,16 @@ def _run(*command: str) -> str | None:
 def git_state() -> dict:
     """Commit and dirty flag of the checkout in the working directory.
 
-    Inside an image without .git, RNNOPT_GIT_COMMIT (a build argument) stands in.
+    RNNOPT_GIT_COMMIT, where set, names the commit instead: inside an image without .git (a
+    build argument), or on a host that received a copy of the working tree with a stale .git
+    (ci/gpu-run.sh).
     """
+    named = os.environ.get("RNNOPT_GIT_COMMIT")
+    if named:
+        return {"commit": named, "dirty": None}
     commit = _run("git", "rev-parse", "HEAD")
     if commit is None:
-        return {"commit": os.environ.get("RNNOPT_GIT_COMMIT", "unknown"), "dirty": None}
+        return {"commit": "unknown", "dirty": None}
     status = _run("git", "status", "--porcelain", "--untracked-files=no")
     return {"commit": commit, "dirty": bool(status)}
 
