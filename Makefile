@@ -5,7 +5,7 @@ BIN := $(VENV)/bin
 CORES ?= all
 CONFIG ?= config/config.yaml
 
-.PHONY: install run report test lint clean
+.PHONY: install run report reference-report test lint clean
 
 install: $(VENV)/.installed
 
@@ -19,6 +19,12 @@ run: install
 
 report: install
 	$(BIN)/snakemake report_only --cores $(CORES) --configfile $(CONFIG)
+
+# The committed reference report again from its records (results/reference/runs/<run>/, one
+# folder per host: the CPU and the GPU run side by side); measures nothing.
+reference-report: install
+	$(BIN)/python -m rnnopt report --aggregate results/reference/runs \
+		--csv results/reference/metrics.csv --out results/reference
 
 test: install
 	$(BIN)/ruff check src tests

@@ -205,3 +205,30 @@ def test_published_gpu_figures_beside_the_cuda_run_at_the_same_shape(tmp_path):
     ours = frame.iloc[1]
     assert (ours["float32 ms"], ours["float16 ms"], ours["tfloat32 ms"]) == ("0.9", "0.4", "-")
     assert frame.iloc[0]["float32 ms"] == "1.34" and frame.iloc[2]["float16 ms"] == "1.39"
+
+
+def test_roofline_ceilings_per_device():
+    from rnnopt.report.figures import ceilings
+
+    peaks = pd.DataFrame(
+        {
+            "gemm_gflops.numpy.float32": [90.0],
+            "gemm_gflops.torch.float32": [95.0],
+            "gemm_gflops.cuda.float32": [50000.0],
+            "gemm_gflops.cuda.tfloat32": [350000.0],
+        }
+    )
+    assert ceilings(peaks) == {"float32": (95.0, "torch")}
+    assert ceilings(peaks, "cuda") == {"float32": (50000.0, "cuda"), "tfloat32": (350000.0, "cuda")}
+
+
+def test_loss_curves_of_two_runs_drawn_per_run(tmp_path):
+    from rnnopt.report.figures import Frames, loss_curves
+    from tests.test_aggregate import GPU_ENV, Results
+
+    results = Results(tmp_path)
+    results.train(CPU_RUN, "base", "torch-lstm-nn", 0.05)
+    results.train(GPU_RUN, "base", "torch-lstm-nn", 0.06, env=GPU_ENV)
+    fig = loss_curves(Frames.of(*collect(tmp_path)))
+    left, right = fig.axes[:2]
+    assert len(left.lines) >= 2 and len(right.lines) >= 2  # one curve per run, on both sides

@@ -225,7 +225,7 @@ def loss_curves(f: Frames):
     curves = series[series["series"] == "loss"].merge(train[["source", "label"]], on="source")
     if curves.empty:
         raise NoData(f"no loss series in the training records of task {task}")
-    heldout = _heldout_curves(series).merge(train[["source", "label"]], on="source")
+    heldout = _heldout_curves(series).merge(train[["source", "label", "run"]], on="source")
     fig, (left, right) = plt.subplots(1, 2, figsize=(13, 5.5), sharey=True)
     style = "run" if train["run"].nunique() > 1 else None
     sns.lineplot(data=curves, x="step", y="value", hue="label", style=style, ax=left, lw=0.8)
@@ -297,13 +297,15 @@ def memory_timeline(f: Frames):
     return fig
 
 
-def ceilings(peaks: pd.DataFrame) -> dict[str, tuple[float, str]]:
-    """dtype -> (best GFLOP/s of any CPU library, that library) in peak records' columns."""
+def ceilings(peaks: pd.DataFrame, device: str = "cpu") -> dict[str, tuple[float, str]]:
+    """dtype -> (best GFLOP/s of any library on `device`, that library) in peak records'
+    columns: the CPU's libraries (numpy, torch), or the GPU's own GEMM (cuda)."""
     best: dict[str, tuple[float, str]] = {}
     for column in [c for c in peaks.columns if c.startswith("gemm_gflops.")]:
         _, library, dtype = column.split(".")
         value = peaks[column].dropna()
-        if library != "cuda" and len(value) and value.iloc[0] > best.get(dtype, (0.0, ""))[0]:
+        on_device = (library == "cuda") == (device == "cuda")
+        if on_device and len(value) and value.iloc[0] > best.get(dtype, (0.0, ""))[0]:
             best[dtype] = (float(value.iloc[0]), library)
     return best
 
@@ -313,14 +315,16 @@ def roofline(f: Frames):
     profile = profile[profile["threads"] == profile["threads"].min()] if len(profile) else profile
     if profile.empty:
         raise NoData("no ok profile records with gflops")
-    runs = sorted(profile["run"].unique())
-    fig, axes = plt.subplots(1, len(runs), figsize=(8 * len(runs), 6), squeeze=False)
-    for ax, run in zip(axes[0], runs, strict=True):
-        d = profile[profile["run"] == run]
+    # One panel per run and device: a GPU's rows against the GPU's ceilings, the CPU's against
+    # the CPU's (the same run's CPU baselines of the GPU comparison included).
+    panels = sorted(profile.groupby(["run", "device"]).groups)
+    fig, axes = plt.subplots(1, len(panels), figsize=(8 * len(panels), 6), squeeze=False)
+    for ax, (run, device) in zip(axes[0], panels, strict=True):
+        d = profile[(profile["run"] == run) & (profile["device"] == device)]
         sns.scatterplot(data=d, x="flops", y="gflops", hue="label", style="phase", ax=ax, s=40)
         threads = int(d["threads"].iloc[0])
         peaks = f.peak[(f.peak["run"] == run) & (f.peak["threads"] == threads)]
-        for dtype, (value, library) in ceilings(peaks).items():
+        for dtype, (value, library) in ceilings(peaks, device).items():
             ax.axhline(value, linestyle="--", linewidth=1, color="grey")
             ax.annotate(
                 f"{dtype} ceiling ({library})",
@@ -334,7 +338,8 @@ def roofline(f: Frames):
         ax.set_yscale("log")
         ax.set_xlabel("FLOPs per call (analytic, log scale)")
         ax.set_ylabel("achieved GFLOP/s (log scale)")
-        ax.set_title(f"{run}: {threads} thread{'s' if threads > 1 else ''}")
+        where = "GPU" if device == "cuda" else f"{threads} thread{'s' if threads > 1 else ''}"
+        ax.set_title(f"{run}: {where}")
         ax.legend(fontsize=6, ncol=2)
     fig.suptitle("Achieved GFLOP/s vs the host's GEMM ceiling per dtype (dashed: best library)")
     return fig
