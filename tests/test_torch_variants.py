@@ -252,3 +252,16 @@ def test_cuda_tfloat32_rounds_the_gemm_operands():
         for dtype in ("float32", "tfloat32")
     }
     assert errors["float32"] < 1e-5 < errors["tfloat32"] <= TOLERANCES["tfloat32"], errors
+
+
+def test_an_autocast_layer_that_ran_in_another_dtype_is_noted():
+    from rnnopt.variants.torch_base import note_ran_as
+
+    variant = get_variant("torch-lstm-nn", dtype="bfloat16")
+    note_ran_as(variant, torch.bfloat16)
+    assert variant.notes == []
+    note_ran_as(variant, torch.float16)  # what CUDA's autocast did to nn.LSTM under bf16
+    assert variant.notes == ["autocast bfloat16 ran the layer in float16 (its output dtype)"]
+    float32 = get_variant("torch-lstm-nn", dtype="float32")
+    note_ran_as(float32, torch.float32)
+    assert float32.notes == []

@@ -114,6 +114,15 @@ class TorchVariant(Variant):
         return TorchRunner(self, params, x, grad_y, lr)
 
 
+def note_ran_as(variant: TorchVariant, output_dtype: torch.dtype) -> None:
+    """Note an autocast layer whose output is not in the dtype asked for: torch 2.11's CUDA
+    autocast ran nn.LSTM's cuDNN kernels in float16 under bfloat16 (an H200's records)."""
+    asked = TORCH_DTYPES[variant.dtype]
+    if variant.dtype in AUTOCAST_DTYPES and output_dtype != asked:
+        ran = str(output_dtype).removeprefix("torch.")
+        variant.note(f"autocast {variant.dtype} ran the layer in {ran} (its output dtype)")
+
+
 def to_numpy(t: torch.Tensor) -> np.ndarray:
     return t.detach().to("cpu", torch.float64).numpy()
 
@@ -139,11 +148,15 @@ class TorchRunner(Runner):
             self.optimizer = torch.optim.SGD(self.parameters, lr=lr)
             self.scaler = torch.amp.GradScaler(self.device)
         self._y = None
+        self._dtype_checked = False
 
     def forward(self):
         self._y = None  # release the previous graph before building the next
         with self.variant.autocast():
             self._y = self.module(self.x)
+        if not self._dtype_checked:
+            note_ran_as(self.variant, self._y.dtype)
+            self._dtype_checked = True
 
     def backward(self):
         # Fresh gradients, as optimizer.zero_grad() leaves them (set_to_none): no accumulation.
