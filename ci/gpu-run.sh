@@ -32,7 +32,7 @@ import platform, torch
 print("python", platform.python_version(), "torch", torch.__version__, "cuda", torch.version.cuda,
       "cudnn", torch.backends.cudnn.version())
 print("gpu", torch.cuda.get_device_name(0), torch.cuda.get_device_properties(0))
-import rnnopt.variants.torch_base as tb
+import rnnopt.models.variants.torch_base as tb
 tb.set_fp32_precision(True)
 print("fp32_precision tf32:", torch.backends.cuda.matmul.fp32_precision,
       torch.backends.cudnn.rnn.fp32_precision)

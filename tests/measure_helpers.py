@@ -12,7 +12,7 @@ import torch
 from threadpoolctl import threadpool_limits
 
 from rnnopt.cli import main
-from rnnopt.threads import THREAD_ENV_VARS
+from rnnopt.measure.threads import THREAD_ENV_VARS
 
 TINY = ["--batch", "2", "--seq-len", "3", "--input-size", "4", "--hidden-size", "5"]
 QUICK = ["--min-time-s", "0.01", "--min-calls", "3", "--max-warmup-calls", "3"]
@@ -44,8 +44,10 @@ def run_cli(*argv: str) -> int:
 def require_variant(name: str) -> None:
     """Skip, naming the variant, while its module has not been written yet."""
     framework, _, kind = name.split("-", 2)
-    if importlib.util.find_spec(f"rnnopt.variants.{framework}_{kind}") is None:
-        pytest.skip(f"variant {name} does not exist yet (no rnnopt.variants.{framework}_{kind})")
+    if importlib.util.find_spec(f"rnnopt.models.variants.{framework}_{kind}") is None:
+        pytest.skip(
+            f"variant {name} does not exist yet (no rnnopt.models.variants.{framework}_{kind})"
+        )
 
 
 def default_sigint() -> None:

@@ -1,4 +1,4 @@
-"""rnnopt.aggregate on synthetic records of two runs: a CPU host and a CUDA host."""
+"""rnnopt.report.aggregate on synthetic records of two runs: a CPU host and a CUDA host."""
 
 from __future__ import annotations
 
@@ -8,10 +8,10 @@ import math
 import pandas as pd
 import pytest
 
-from rnnopt.aggregate import METRIC_COLUMNS, SERIES_COLUMNS, collect, flatten
 from rnnopt.cli import main
 from rnnopt.errors import UserError
 from rnnopt.records import make_record, write_record
+from rnnopt.report.aggregate import METRIC_COLUMNS, SERIES_COLUMNS, collect, flatten
 
 CPU_RUN, GPU_RUN = "cpu-test", "cuda-test"
 ENV = {

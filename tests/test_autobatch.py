@@ -7,10 +7,10 @@ import json
 
 import pytest
 
-from rnnopt import autobatch
-from rnnopt.autobatch import NothingFits, Point, linear_fit, search
 from rnnopt.cli import main
 from rnnopt.errors import UserError
+from rnnopt.experiments import autobatch
+from rnnopt.experiments.autobatch import NothingFits, Point, linear_fit, search
 from rnnopt.records import read_record
 
 INTERCEPT_MIB, SLOPE_MIB = 2.0, 0.5  # peak(B) = 2 + 0.5 B MiB
@@ -127,7 +127,7 @@ TINY = ["--variant", "numpy-lstm-fused", "--dtype", "float64", "--seq-len", "3",
 
 def test_autobatch_command_writes_a_record(tmp_path, monkeypatch):
     """The command on a fake heap instrument (peak = 1 + 0.25 B MiB): the pick and the record."""
-    from rnnopt.commands import autobatch as command
+    from rnnopt.cli import autobatch as command
 
     def fake_peak(variant_name, dtype, device, shape, phase, seed=0):
         return {"peak_mib": 1.0 + 0.25 * shape.batch, "instrument": "fake"}
@@ -149,7 +149,7 @@ def test_autobatch_command_writes_a_record(tmp_path, monkeypatch):
 
 
 def test_autobatch_command_budget_too_small(tmp_path, monkeypatch, capsys):
-    from rnnopt.commands import autobatch as command
+    from rnnopt.cli import autobatch as command
 
     monkeypatch.setattr(
         command, "step_peak", lambda *args, **kwargs: {"peak_mib": 3.0, "instrument": "fake"}

@@ -1,9 +1,9 @@
-"""rnnopt.cuda_kernels: the kernel summary of a CUDA step (the profiler itself needs a GPU)."""
+"""rnnopt.measure.cuda_kernels: the kernel summary of a CUDA step (the profiler needs a GPU)."""
 
 import pytest
 import torch
 
-from rnnopt.cuda_kernels import kernel_metrics, step_kernels
+from rnnopt.measure.cuda_kernels import kernel_metrics, step_kernels
 
 
 def test_kernels_ranked_by_time_with_shares_and_the_persistent_kernel_named():

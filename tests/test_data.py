@@ -8,9 +8,9 @@ import zipfile
 import numpy as np
 import pytest
 
-from rnnopt import data
 from rnnopt.cli import main
 from rnnopt.errors import UserError
+from rnnopt.train import data
 
 
 def sha256_of(path) -> str:
@@ -34,7 +34,7 @@ def test_shapes_dtypes_and_manifest(task, variable_length):
     assert dataset.target.shape == expected_target
     losses = {"adding": "mse_last", "copy": "xent_steps", "sine": "mse_steps"}
     assert manifest["loss"] == losses[task]
-    assert manifest["generator"] == f"rnnopt.data.{task}"
+    assert manifest["generator"] == f"rnnopt.train.data.{task}"
     assert manifest["parameters"]["seq_len"] == 42
     assert manifest["baseline_loss"] > 0
     lengths = dataset.lengths

@@ -151,7 +151,7 @@ def test_dockerignore_keeps_out(path):
         "Snakefile",
         "pyproject.toml",
         "requirements/lock.txt",
-        "src/rnnopt/cli.py",
+        "src/rnnopt/cli/__init__.py",
         "src/rnnopt/schemas/record.schema.json",
         "workflow/rules/common.smk",
         "config/config.yaml",

@@ -5,12 +5,12 @@ from __future__ import annotations
 
 import matplotlib.image
 
-from rnnopt import autobatch
-from rnnopt.aggregate import collect
-from rnnopt.autobatch import Point
-from rnnopt.envinfo import fingerprint
+from rnnopt.experiments import autobatch
+from rnnopt.experiments.autobatch import Point
+from rnnopt.measure.host import fingerprint
 from rnnopt.records import make_record, write_record
 from rnnopt.report import experiments_batching as eb
+from rnnopt.report.aggregate import collect
 
 ENV = fingerprint()
 SHAPE = {"batch": 8, "seq_len": 4, "input_size": 2, "hidden_size": 3}

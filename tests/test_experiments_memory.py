@@ -12,15 +12,15 @@ import pandas as pd
 import pytest
 
 import rnnopt
-from rnnopt import config_check
-from rnnopt.aggregate import collect
-from rnnopt.cachesizes import from_lscpu, from_sysfs, parse_size
 from rnnopt.cli import main
-from rnnopt.commands.churn import object_counts
-from rnnopt.precision import growth, long_sequence_errors
-from rnnopt.report import build
+from rnnopt.cli.churn import object_counts
+from rnnopt.experiments.precision import growth, long_sequence_errors
+from rnnopt.measure.caches import from_lscpu, from_sysfs, parse_size
+from rnnopt.pipeline import config_check
 from rnnopt.report import experiments_memory as experiments
 from rnnopt.report import experiments_precision as precision
+from rnnopt.report.aggregate import collect
+from rnnopt.report.build import build
 from rnnopt.report.experiments_memory_figures import FIGURES
 from tests.conftest import small_problem
 

@@ -2,15 +2,15 @@
 
 import pytest
 
-from rnnopt.flops import (
+from rnnopt.measure.fma_peak import native_bf16, theoretical_gflops
+from rnnopt.measure.peak import ceiling_of
+from rnnopt.models.flops import (
     Shape,
     derived_metrics,
     flop_count,
     memory_model,
     param_count,
 )
-from rnnopt.fma_peak import native_bf16, theoretical_gflops
-from rnnopt.peak import ceiling_of
 
 # T=2, B=3, I=4, H=5: T*B*H = 30 hidden units over the sequence, T*B*I = 24 inputs.
 SHAPE = Shape(batch=3, seq_len=2, input_size=4, hidden_size=5)
@@ -156,15 +156,15 @@ def test_native_bf16_on_arm_reads_features():
 def test_a_gemm_slower_than_the_time_budget_is_timed_by_its_first_call(monkeypatch):
     import time
 
-    import rnnopt.peak
+    import rnnopt.measure.peak
 
     calls = []
 
     def slow_gemm(library, dtype, size, layout="nn", seed=0):
         return (lambda: (calls.append(size), time.sleep(0.02))), (lambda: None)
 
-    monkeypatch.setattr(rnnopt.peak, "gemm_call", slow_gemm)
-    result = rnnopt.peak.measure_gemm("torch", "bfloat16", 64, min_time_s=0.01)
+    monkeypatch.setattr(rnnopt.measure.peak, "gemm_call", slow_gemm)
+    result = rnnopt.measure.peak.measure_gemm("torch", "bfloat16", 64, min_time_s=0.01)
     assert calls == [64] and result["calls"] == 1
     assert result["time_ms"] >= 20
     assert result["gflops"] == pytest.approx(2 * 64**3 / (result["time_ms"] / 1e3) / 1e9)

@@ -5,10 +5,10 @@ import gc
 import numpy as np
 import pytest
 
-from rnnopt.counters import GcMonitor
-from rnnopt.flops import Shape, memory_model
-from rnnopt.heap import MIB, step_peak, tracked
-from rnnopt.memory import downsample_max, rss_profile, traced_call
+from rnnopt.measure.counters import GcMonitor
+from rnnopt.measure.heap import MIB, step_peak, tracked
+from rnnopt.measure.memory import downsample_max, rss_profile, traced_call
+from rnnopt.models.flops import Shape, memory_model
 from rnnopt.records import read_record
 from tests.measure_helpers import TINY, require_variant, run_cli
 
@@ -128,9 +128,9 @@ HEAP_SHAPE = Shape(batch=8, seq_len=12, input_size=16, hidden_size=32)
 @pytest.mark.parametrize("phase", ["forward", "step"])
 def test_fused_peak_covers_the_workspaces_it_allocates(phase):
     """The instrument sees numpy's buffers: at least the nbytes of every workspace array."""
-    import rnnopt.heap as heap_module
-    from rnnopt.harness import make_inputs
-    from rnnopt.variants import get_variant
+    import rnnopt.measure.heap as heap_module
+    from rnnopt.measure.harness import make_inputs
+    from rnnopt.models.variants import get_variant
 
     params, x, grad_y = make_inputs("lstm", HEAP_SHAPE, 0)
     variants = []

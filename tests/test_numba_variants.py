@@ -8,8 +8,8 @@ import numpy as np
 import pytest
 
 import rnnopt
-from rnnopt import reference
-from rnnopt.threads import apply_threads, effective_threads, threads_match
+from rnnopt.measure.threads import apply_threads, effective_threads, threads_match
+from rnnopt.models import reference
 from tests.conftest import max_rel_error, small_problem
 from tests.measure_helpers import kept_threads
 from tests.test_numpy_variants import SHAPES, TOLERANCE, assert_matches_reference
@@ -95,7 +95,7 @@ def test_descriptive_attributes(cell):
 def test_float32_kernel_tanh_is_accurate_and_saturates():
     from numba import njit
 
-    from rnnopt.variants.numba_kernels import gate_tanh
+    from rnnopt.models.variants.numba_kernels import gate_tanh
 
     @njit
     def apply(z, out):

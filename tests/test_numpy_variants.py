@@ -7,8 +7,8 @@ import numpy as np
 import pytest
 
 import rnnopt
-from rnnopt import reference
 from rnnopt.errors import UserError
+from rnnopt.models import reference
 from tests.conftest import max_rel_error, small_problem
 
 KINDS = ("naive", "inplace", "batched", "fused", "tape")

@@ -6,8 +6,8 @@ import pytest
 import torch
 
 from rnnopt.errors import UserError
-from rnnopt.optim import clip_grad_norm, make_optimizer
-from rnnopt.torch_optim import TorchAdam, TorchSGD, make_torch_optimizer
+from rnnopt.train.optim import clip_grad_norm, make_optimizer
+from rnnopt.train.torch_optim import TorchAdam, TorchSGD, make_torch_optimizer
 from tests.conftest import fresh_python
 
 SHAPES = {"weight": (5, 3), "bias": (5,), "vector": (7,)}
@@ -104,10 +104,10 @@ def test_torch_training_step_leaves_torch_dynamo_unimported():
     would add 2.3 s to every training process."""
     script = (
         "import sys, numpy as np\n"
-        "from rnnopt.steppers import STEPPERS\n"
-        "from rnnopt.heads import head_loss, init_head\n"
+        "from rnnopt.train.steppers import STEPPERS\n"
+        "from rnnopt.train.heads import head_loss, init_head\n"
         "from rnnopt import get_variant\n"
-        "from rnnopt.params import init_params\n"
+        "from rnnopt.models.params import init_params\n"
         "variant = get_variant('torch-lstm-nn', dtype='float32')\n"
         "layer = init_params('lstm', 4, 5, seed=0)\n"
         "loss = head_loss({'loss': 'mse_last', 'output_size': 1})\n"

@@ -6,14 +6,14 @@ No timing assertions: only that records are written, valid, and say what happene
 import numpy as np
 import pytest
 
-import rnnopt.commands.peak
-import rnnopt.commands.profile
-import rnnopt.harness
-import rnnopt.peak
-import rnnopt.variants
-from rnnopt.flops import PHASES
+import rnnopt.cli.peak
+import rnnopt.cli.profile
+import rnnopt.measure.harness
+import rnnopt.measure.peak
+import rnnopt.models.variants
+from rnnopt.models.flops import PHASES
+from rnnopt.models.variants.base import Runner
 from rnnopt.records import read_record
-from rnnopt.variants.base import Runner
 from tests.conftest import fresh_python
 from tests.measure_helpers import QUICK, TINY, require_variant, run_cli
 
@@ -73,9 +73,9 @@ def test_peak_measures_only_the_dtypes_asked_for(tmp_path):
 
 
 @pytest.mark.parametrize("library", ["numpy", "torch"])
-@pytest.mark.parametrize("layout", rnnopt.peak.LAYOUTS)
+@pytest.mark.parametrize("layout", rnnopt.measure.peak.LAYOUTS)
 def test_gemm_computes_the_product_in_every_layout(library, layout):
-    call, _ = rnnopt.peak.gemm_call(library, "float64", 8, layout, seed=3)
+    call, _ = rnnopt.measure.peak.gemm_call(library, "float64", 8, layout, seed=3)
     a, b = np.random.default_rng(3).standard_normal((2, 8, 8))
     a, b = (a.T if layout[0] == "t" else a), (b.T if layout[1] == "t" else b)
     np.testing.assert_allclose(np.asarray(call()), a @ b, rtol=1e-12)
@@ -90,7 +90,7 @@ def test_peak_tries_every_layout_at_the_first_size_and_keeps_the_best(tmp_path, 
         rate = {"nn": 1.0, "nt": 2.0, "tn": 3.0}[layout] * size
         return {"gflops": rate, "time_ms": 1.0, "calls": 5}
 
-    monkeypatch.setattr(rnnopt.commands.peak, "measure_gemm", fake_gemm)
+    monkeypatch.setattr(rnnopt.cli.peak, "measure_gemm", fake_gemm)
     peak = tmp_path / "peak.json"
     argv = ["peak", "--threads", "1", "--out", str(peak), "--dtypes", "float32"]
     assert run_cli(*argv, "--size", "16", "32") == 0
@@ -145,7 +145,7 @@ def test_backward_and_step_come_from_one_loop_of_training_steps(tmp_path, monkey
                 setattr(runner, name, lambda name=name: calls.append(name))
             return runner
 
-    monkeypatch.setattr(rnnopt.harness, "get_variant", lambda *a, **k: LoggingVariant(None))
+    monkeypatch.setattr(rnnopt.measure.harness, "get_variant", lambda *a, **k: LoggingVariant(None))
     template = str(tmp_path / "{phase}.json")
     argv = ["profile", "--variant", "numpy-lstm-naive", *TINY, "--threads", "1", *QUICK]
     assert run_cli(*argv, "--phase", *PHASES, "--out", template) == 0
@@ -155,13 +155,13 @@ def test_backward_and_step_come_from_one_loop_of_training_steps(tmp_path, monkey
     for record in records.values():
         assert record["status"] == "ok"
         assert record["metrics"]["time_ms"]["n"] == records["step"]["metrics"]["time_ms"]["n"]
-        assert rnnopt.commands.profile.TRAINING_STEP_NOTE in record["notes"]
+        assert rnnopt.cli.profile.TRAINING_STEP_NOTE in record["notes"]
     # a forward asked for alone is timed alone, without the note
     calls.clear()
     assert run_cli(*argv, "--phase", "forward", "--out", str(tmp_path / "alone.json")) == 0
     assert set(calls) == {"forward"}
     alone = read_record(tmp_path / "alone.json")
-    assert rnnopt.commands.profile.TRAINING_STEP_NOTE not in alone["notes"]
+    assert rnnopt.cli.profile.TRAINING_STEP_NOTE not in alone["notes"]
 
 
 def test_several_phases_need_a_phase_placeholder(tmp_path, capsys):
@@ -180,7 +180,7 @@ def test_float16_on_cpu_is_skipped(tmp_path):
 
 
 def test_missing_cuda_is_skipped(tmp_path, monkeypatch):
-    monkeypatch.setattr(rnnopt.variants, "cuda_available", lambda: False)
+    monkeypatch.setattr(rnnopt.models.variants, "cuda_available", lambda: False)
     code, record = profile(tmp_path, "torch-lstm-nn", "--phase", "step", "--device", "cuda")
     assert code == 0
     assert record["status"] == "skipped" and "CUDA" in record["reason"]
@@ -189,7 +189,7 @@ def test_missing_cuda_is_skipped(tmp_path, monkeypatch):
 
 @pytest.mark.parametrize("native", [False, True])
 def test_native_only_skips_emulated_bfloat16(tmp_path, monkeypatch, native):
-    monkeypatch.setattr(rnnopt.commands.profile, "native_bf16", lambda: native)
+    monkeypatch.setattr(rnnopt.cli.profile, "native_bf16", lambda: native)
     template = str(tmp_path / "{phase}.json")
     argv = ["profile", "--variant", "torch-lstm-nn", *TINY, "--threads", "1", *QUICK]
     argv += ["--dtype", "bfloat16", "--native-only", "--phase", *PHASES, "--out", template]
@@ -212,7 +212,7 @@ def test_native_only_skip_leaves_torch_unimported(tmp_path):
     argv += ["--dtype", "bfloat16", "--native-only", "--phase", *PHASES, "--out", template]
     script = (
         "import sys\n"
-        "import rnnopt.commands.profile as profile\n"
+        "import rnnopt.cli.profile as profile\n"
         "profile.native_bf16 = lambda: False\n"
         "from rnnopt.cli import main\n"
         f"print(main({argv!r}), 'torch' in sys.modules)\n"
@@ -223,7 +223,7 @@ def test_native_only_skip_leaves_torch_unimported(tmp_path):
 
 
 def test_native_only_times_other_dtypes(tmp_path, monkeypatch):
-    monkeypatch.setattr(rnnopt.commands.profile, "native_bf16", lambda: False)
+    monkeypatch.setattr(rnnopt.cli.profile, "native_bf16", lambda: False)
     code, record = profile(tmp_path, "torch-lstm-nn", "--phase", "forward", "--native-only")
     assert code == 0 and record["status"] == "ok"
 
@@ -265,7 +265,7 @@ class FakeVariant:
     ],
 )
 def test_variant_errors_become_records(tmp_path, monkeypatch, error, status):
-    monkeypatch.setattr(rnnopt.harness, "get_variant", lambda *a, **k: FakeVariant(error))
+    monkeypatch.setattr(rnnopt.measure.harness, "get_variant", lambda *a, **k: FakeVariant(error))
     for command in ("profile", "memory"):
         out = tmp_path / f"{command}.json"
         argv = [command, "--variant", "numpy-lstm-naive", *TINY, "--threads", "1"]

@@ -99,7 +99,7 @@ def test_numpy_only_process_records_torch_version_without_importing_it():
     import sys
 
     code = (
-        "import sys; from rnnopt.envinfo import fingerprint; env = fingerprint(); "
+        "import sys; from rnnopt.measure.host import fingerprint; env = fingerprint(); "
         "assert 'torch' not in sys.modules, 'torch imported'; print(env['torch'])"
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
@@ -109,7 +109,7 @@ def test_numpy_only_process_records_torch_version_without_importing_it():
 def test_a_named_commit_overrides_the_checkouts_git(monkeypatch):
     """A copied working tree can carry a stale .git (the GPU host's copy did): the commit the
     runner names wins."""
-    from rnnopt import envinfo
+    from rnnopt.measure import host as envinfo
 
     monkeypatch.setenv("RNNOPT_GIT_COMMIT", "d052a33570f758716ade1d986fe3bf5d657a34f2")
     envinfo.git_state.cache_clear()

@@ -3,7 +3,7 @@
 import numpy as np
 import torch
 
-from rnnopt import reference
+from rnnopt.models import reference
 from tests.conftest import max_rel_error, small_problem
 
 

@@ -6,12 +6,13 @@ import matplotlib.image
 import pandas as pd
 import pytest
 
-from rnnopt.aggregate import collect
 from rnnopt.cli import main
-from rnnopt.report import build, table
+from rnnopt.report import table
+from rnnopt.report.aggregate import collect
+from rnnopt.report.build import build
 from rnnopt.report.comparisons import COMPARISONS, Comparison, Side
 from rnnopt.report.figures import FIGURES, draw_all
-from rnnopt.report.measure import Interval, Outcome, measure
+from rnnopt.report.outcomes import Interval, Outcome, measure
 from rnnopt.report.verdicts import verdict
 from tests.test_aggregate import CPU_RUN, GPU_RUN, write_results
 
@@ -191,8 +192,14 @@ def test_published_gpu_figures_beside_the_cuda_run_at_the_same_shape(tmp_path):
     deepbench = {"batch": 64, "seq_len": 25, "input_size": 512, "hidden_size": 512}
     for dtype, median in (("float32", 0.9), ("float16", 0.4)):
         results.profile(
-            GPU_RUN, "torch-lstm-nn", dtype, median, device="cuda", phase="forward",
-            env=GPU_ENV, **deepbench,
+            GPU_RUN,
+            "torch-lstm-nn",
+            dtype,
+            median,
+            device="cuda",
+            phase="forward",
+            env=GPU_ENV,
+            **deepbench,
         )
     # another shape, and a step: neither belongs to the published rows
     results.profile(GPU_RUN, "torch-lstm-nn", "float32", 5.0, device="cuda", env=GPU_ENV)

@@ -22,7 +22,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from rnnopt.flops import Shape, memory_model
+from rnnopt.models.flops import Shape, memory_model
 from tests.measure_helpers import default_sigint
 
 REPO = Path(__file__).resolve().parents[1]

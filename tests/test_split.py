@@ -5,8 +5,8 @@ import numpy as np
 import pytest
 
 import rnnopt
+from rnnopt.measure.split import gemm_only_call, split_metrics
 from rnnopt.records import read_record
-from rnnopt.split import gemm_only_call, split_metrics
 from tests.conftest import small_problem
 from tests.measure_helpers import QUICK, TINY, run_cli
 
@@ -91,7 +91,7 @@ def test_profile_records_carry_the_split(tmp_path, variant, has_split):
 
 
 def test_variants_table_shows_the_split(tmp_path):
-    from rnnopt.aggregate import collect
+    from rnnopt.report.aggregate import collect
     from rnnopt.report.table import NONE, variants_table
 
     profile_dir = tmp_path / "results" / "host" / "profile"

@@ -5,7 +5,7 @@ import os
 import torch
 from threadpoolctl import threadpool_info
 
-from rnnopt.threads import apply_threads, threads_match
+from rnnopt.measure.threads import apply_threads, threads_match
 from tests.measure_helpers import kept_threads
 
 

@@ -2,9 +2,9 @@
 
 import pytest
 
-from rnnopt import timing
-from rnnopt.counters import ProcessCounters
-from rnnopt.timing import (
+from rnnopt.measure import timing
+from rnnopt.measure.counters import ProcessCounters
+from rnnopt.measure.timing import (
     benchmark,
     benchmark_segments,
     block_means,

@@ -18,9 +18,10 @@ import warnings
 import pytest
 import torch
 
-from rnnopt import get_variant, reference
+from rnnopt import get_variant
 from rnnopt.errors import UnavailableError, UserError
-from rnnopt.params import PARAM_NAMES
+from rnnopt.models import reference
+from rnnopt.models.params import PARAM_NAMES
 from tests.conftest import fresh_python, max_rel_error, small_problem
 
 KINDS = ("cell", "nn", "jit", "compile")
@@ -126,8 +127,8 @@ def test_runner_step_leaves_torch_dynamo_unimported():
     script = (
         "import sys, numpy as np\n"
         "from rnnopt import get_variant\n"
-        "from rnnopt.harness import make_inputs\n"
-        "from rnnopt.flops import Shape\n"
+        "from rnnopt.measure.harness import make_inputs\n"
+        "from rnnopt.models.flops import Shape\n"
         "params, x, grad_y = make_inputs('lstm', Shape(2, 3, 4, 5), 0)\n"
         "runner = get_variant('torch-lstm-nn', dtype='float32').runner(params, x, grad_y)\n"
         "runner.step()\n"
@@ -174,9 +175,9 @@ def test_cuda_without_a_gpu_is_unavailable():
 
 def test_cuda_with_device_files_but_no_gpu_for_torch_is_unavailable(monkeypatch):
     """Device files present (a container, a driver without a usable GPU): torch decides."""
-    import rnnopt.variants
+    import rnnopt.models.variants
 
-    monkeypatch.setattr(rnnopt.variants, "gpu_device_files", lambda: True)
+    monkeypatch.setattr(rnnopt.models.variants, "gpu_device_files", lambda: True)
     monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
     with pytest.raises(UnavailableError, match="no CUDA device"):
         get_variant("torch-lstm-nn", device="cuda")
@@ -185,7 +186,7 @@ def test_cuda_with_device_files_but_no_gpu_for_torch_is_unavailable(monkeypatch)
 def test_cuda_without_gpu_device_files_is_skipped_without_importing_torch(tmp_path):
     """A CUDA job on a CPU host (or node) writes its skipped records without paying torch's
     import (2-3 s)."""
-    from rnnopt.variants import gpu_device_files
+    from rnnopt.models.variants import gpu_device_files
 
     if gpu_device_files():
         pytest.skip("this host has GPU device files")
@@ -221,7 +222,7 @@ def test_tfloat32_is_a_cuda_dtype():
 
 
 def test_building_a_layer_sets_tf32_for_tfloat32_and_ieee_for_float32():
-    from rnnopt.variants.torch_nn import TorchNN
+    from rnnopt.models.variants.torch_nn import TorchNN
 
     params, _, _ = small_problem("lstm")
     try:
@@ -238,8 +239,8 @@ def test_building_a_layer_sets_tf32_for_tfloat32_and_ieee_for_float32():
 def test_cuda_tfloat32_rounds_the_gemm_operands():
     """TF32 really on: the cell loop's cuBLAS GEMMs (K = 256) drift well past IEEE float32's
     error, and stay within TF32's tolerance."""
-    from rnnopt import reference
-    from rnnopt.params import init_params
+    from rnnopt.models import reference
+    from rnnopt.models.params import init_params
 
     params = init_params("lstm", 256, 256, seed=0)
     x = torch.randn(8, 5, 256, generator=torch.Generator().manual_seed(0)).double().numpy()
@@ -255,7 +256,7 @@ def test_cuda_tfloat32_rounds_the_gemm_operands():
 
 
 def test_an_autocast_layer_that_ran_in_another_dtype_is_noted():
-    from rnnopt.variants.torch_base import note_ran_as
+    from rnnopt.models.variants.torch_base import note_ran_as
 
     variant = get_variant("torch-lstm-nn", dtype="bfloat16")
     note_ran_as(variant, torch.bfloat16)

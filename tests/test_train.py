@@ -6,13 +6,14 @@ import numpy as np
 import pytest
 import torch
 
-from rnnopt import data, get_variant
+from rnnopt import get_variant
 from rnnopt.cli import main
-from rnnopt.heads import head_loss
+from rnnopt.models.variants import variant_class
 from rnnopt.records import read_record
 from rnnopt.report.verdicts import LEARNED_RATIO
-from rnnopt.train import TrainConfig, batch_schedule, holdout_split, train
-from rnnopt.variants import variant_class
+from rnnopt.train import data
+from rnnopt.train.heads import head_loss
+from rnnopt.train.loop import TrainConfig, batch_schedule, holdout_split, train
 from tests.conftest import fresh_python
 
 KINDS = ("numpy-naive", "numpy-inplace", "numpy-batched", "numpy-fused", "torch-cell", "torch-jit")

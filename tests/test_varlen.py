@@ -6,11 +6,12 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from rnnopt import data, varlen
 from rnnopt.cli import main
 from rnnopt.errors import UserError
+from rnnopt.experiments import varlen
+from rnnopt.models.variants import get_variant
 from rnnopt.records import read_record
-from rnnopt.variants import get_variant
+from rnnopt.train import data
 
 HIDDEN = 5
 

@@ -4,7 +4,7 @@ import pandas as pd
 
 from rnnopt.report import table
 from rnnopt.report.comparisons import Comparison, Side
-from rnnopt.report.measure import Interval, Outcome
+from rnnopt.report.outcomes import Interval, Outcome
 from rnnopt.report.verdicts import verdict
 
 ROW = Comparison("hoisting", ("C13",), Side("numpy-*-fused"), Side("numpy-*-batched"))
@@ -49,7 +49,7 @@ def test_peak_fraction_above_one_says_the_ceiling_is_wrong():
 
 
 def test_memory_pairs_need_one_instrument():
-    from rnnopt.report.measure import PEAK_METRIC, pairs, ratio
+    from rnnopt.report.outcomes import PEAK_METRIC, pairs, ratio
 
     def row(variant, source, peak):
         return {
@@ -81,7 +81,7 @@ def test_memory_pairs_need_one_instrument():
 
 
 def test_a_shape_a_side_skipped_is_named_in_the_row(tmp_path):
-    from rnnopt.aggregate import collect
+    from rnnopt.report.aggregate import collect
     from tests.test_aggregate import CPU_RUN, Results
 
     results = Results(tmp_path / "results")

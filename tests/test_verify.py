@@ -5,9 +5,15 @@ import torch
 
 from rnnopt import get_variant
 from rnnopt.cli import main
+from rnnopt.models.variants import variant_class
+from rnnopt.models.verify import (
+    ARRAY_NAMES,
+    TOLERANCES,
+    combinations,
+    verify_reference,
+    verify_variant,
+)
 from rnnopt.records import read_record
-from rnnopt.variants import variant_class
-from rnnopt.verify import ARRAY_NAMES, TOLERANCES, combinations, verify_reference, verify_variant
 
 
 @pytest.fixture

@@ -19,7 +19,8 @@ import pytest
 import yaml
 
 import rnnopt
-from rnnopt import config_check, list_variants
+from rnnopt import list_variants
+from rnnopt.pipeline import config_check
 from rnnopt.report.comparisons import COMPARISONS
 from rnnopt.report.figures import FIGURES
 from tests.measure_helpers import default_sigint

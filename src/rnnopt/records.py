@@ -46,7 +46,7 @@ def make_record(
     not be built (then framework/cell/dtype/device pass as keywords). Other schema fields
     (task, phase, shape, threads, threads_effective, series, notes) pass as keywords.
     """
-    from rnnopt.envinfo import fingerprint
+    from rnnopt.measure.host import fingerprint
 
     record = {"schema": SCHEMA_ID, "kind": kind, "status": status, "reason": reason}
     if isinstance(variant, str):

@@ -10,22 +10,18 @@ import sys
 from pathlib import Path
 
 import rnnopt
-from rnnopt import config_check
-from rnnopt.envinfo import default_run_name
 from rnnopt.errors import UserError
+from rnnopt.measure.host import default_run_name
+from rnnopt.pipeline import config_check
 from snakemake.utils import validate
 
-# Snakemake's validate() prints the whole schema on an error: check first, in one line.
+# Snakemake's validate() prints the whole schema on an error: check first, in one line. The
+# schema is the package's (workflow/schemas/ links to it): the one the library checks with.
 try:
-    config_check.check(
-        config,
-        config_check.load_schema(
-            Path(workflow.basedir, "workflow", "schemas", "config.schema.yaml")
-        ),
-    )
+    config_check.check(config, config_check.load_schema())
 except UserError as error:
     sys.exit(f"rnnopt: bad config: {error}")
-validate(config, "../schemas/config.schema.yaml")
+validate(config, str(config_check.SCHEMA_PATH))
 
 # The image the Dockerfile builds: used with --software-deployment-method apptainer only;
 # the usual way is to run snakemake inside that image, or in the project's virtualenv.
@@ -49,8 +45,8 @@ def source_hash(package: Path, exclude: tuple[str, ...] = ()) -> str:
 
 PACKAGE = Path(rnnopt.__file__).parent
 # Measurements do not depend on the reporting code: editing a figure reruns only the report.
-REPORTING = ("aggregate.py", "report/", "commands/aggregate.py", "commands/report.py")
-MEASURE_SOURCE = source_hash(PACKAGE, exclude=(*REPORTING, "config_check.py"))
+REPORTING = ("report/", "cli/aggregate.py", "cli/report.py")
+MEASURE_SOURCE = source_hash(PACKAGE, exclude=(*REPORTING, "pipeline/"))
 REPORT_SOURCE = source_hash(PACKAGE)
 
 VERIFY_JOBS = config_check.verify_jobs(config)
@@ -136,7 +132,7 @@ def native_flag(wildcards) -> str:
 
 
 def split_flags(wildcards) -> str:
-    """The phases of a profile job that also time their GEMM-only loop (rnnopt.split)."""
+    """The phases of a profile job that also time their GEMM-only loop (rnnopt.measure.split)."""
     return f"--split-phases {' '.join(config['timing']['split_phases'])}"
 
 

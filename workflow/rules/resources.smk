@@ -4,7 +4,7 @@ and GPUs, from the job's wildcards and the config.
 A local `snakemake --cores all` only schedules by threads; these matter under a scheduler (the
 SLURM profile turns them into --mem, --time and --gpus; docs/slurm.md). A rule without a
 resources block gets the profile's default-resources. Memory follows the analytic model of
-rnnopt.flops.memory_model where the job has a shape; wall time follows its FLOP count at a
+rnnopt.models.flops.memory_model where the job has a shape; wall time follows its FLOP count at a
 pessimistic rate. The constants are upper bounds, not tuned to one host.
 """
 
@@ -12,7 +12,7 @@ import math
 import os
 from types import SimpleNamespace
 
-from rnnopt.flops import Shape, flop_count, memory_model
+from rnnopt.models.flops import Shape, flop_count, memory_model
 
 MIB = 2**20
 # Resident memory of a job before it computes, MiB: SLURM's MaxRSS of a job step (the

@@ -1,7 +1,7 @@
 """The optimisation comparison table as data: one spec per row, no per-row code paths.
 
 A row compares a candidate against a baseline, each selected by a variant pattern and fixed
-fields. `method` says which records measure it (rnnopt.report.measure): "pair" pairs profile,
+fields. `method` says which records measure it (rnnopt.report.outcomes): "pair" pairs profile,
 memory and train records of the two sides at equal shape, phase, threads and task; the three
 training experiments have their own methods. `criteria` say what must hold for the guide's
 claim to count as supported (rnnopt.report.verdicts). Adding a row is adding a spec here.

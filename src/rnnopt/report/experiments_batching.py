@@ -13,7 +13,7 @@ Rows, per run (host), each judged by the thresholds below:
   without a packed kernel (masking) gets no verdict on speed: it computes every padded step.
   Neither does a record with fewer than MIN_TIMED_EPOCHS timed epochs.
 - padding made exact by masking: supported when the three ways' epoch losses agree within
-  rnnopt.varlen.LOSS_RTOL of the dtype.
+  rnnopt.experiments.varlen.LOSS_RTOL of the dtype.
 A run without these records gets rows saying "not measured here". Figures:
 rnnopt.report.experiments_batching_figures.
 """
@@ -32,12 +32,12 @@ SAME_THROUGHPUT = 0.05  # the largest fitting batch within 5% of the best fittin
 MIN_TIMED_EPOCHS = 3  # fewer epochs give no spread: no speed verdict
 ABOUT = (
     "Automatic batch size: every batch tried (doubling, then probes guided by a linear fit of "
-    "the peak against B), tokens/s by the timing protocol, peak heap by rnnopt.heap; the pick "
-    "is the fastest batch within the budget. Variable-length batching: one dataset trained "
-    "three ways from the same weights, an epoch being one step over every batch. Verdicts: "
+    "the peak against B), tokens/s by the timing protocol, peak heap by rnnopt.measure.heap; "
+    "the pick is the fastest batch within the budget. Variable-length batching: one dataset "
+    "trained three ways from the same weights, an epoch being one step over every batch. Verdicts: "
     f"the largest fitting batch within {SAME_THROUGHPUT:.0%} of the fastest; R^2 >= "
     f"{LINEAR_R2} for a linear memory model; epoch-time interval above 1x with equal losses; "
-    "losses within the dtype's tolerance (rnnopt.varlen.LOSS_RTOL)."
+    "losses within the dtype's tolerance (rnnopt.experiments.varlen.LOSS_RTOL)."
 )
 NONE = "-"
 

@@ -84,7 +84,7 @@ def autobatch_figure(metrics: pd.DataFrame, series: pd.DataFrame):
             f"T={row['seq_len']} I={row['input_size']} H={row['hidden_size']}"
         )
         top.set_ylabel("tokens/s (timing protocol)")
-        bottom.set_ylabel("peak heap, MiB (rnnopt.heap)")
+        bottom.set_ylabel("peak heap, MiB (rnnopt.measure.heap)")
         bottom.set_xlabel("batch size B (log scale)")
         top.legend(fontsize=7)
         bottom.legend(fontsize=7)

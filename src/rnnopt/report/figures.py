@@ -19,10 +19,10 @@ import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
 import seaborn as sns  # noqa: E402
 
-from rnnopt.aggregate import SHAPE_KEYS  # noqa: E402
 from rnnopt.report import wide  # noqa: E402
+from rnnopt.report.aggregate import SHAPE_KEYS  # noqa: E402
 from rnnopt.report.comparisons import Side  # noqa: E402
-from rnnopt.report.measure import pair_intervals  # noqa: E402
+from rnnopt.report.outcomes import pair_intervals  # noqa: E402
 from rnnopt.report.verdicts import LEARNED_RATIO  # noqa: E402
 
 BASELINE = Side("numpy-*-naive", "float64")

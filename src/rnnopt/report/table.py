@@ -7,7 +7,7 @@ import pandas as pd
 
 from rnnopt.report import wide
 from rnnopt.report.comparisons import COMPARISONS, Comparison
-from rnnopt.report.measure import Outcome, RunData, measure
+from rnnopt.report.outcomes import Outcome, RunData, measure
 from rnnopt.report.verdicts import verdict
 
 NONE = "-"
@@ -187,14 +187,14 @@ def variants_table(metrics: pd.DataFrame) -> pd.DataFrame:
 
 
 def _split(r) -> str:
-    """GEMM-only time and the rest (rnnopt.split), for runners that measure it."""
+    """GEMM-only time and the rest (rnnopt.measure.split), for runners that measure it."""
     if pd.isna(r.get("split.gemm_ms")):
         return NONE
     return f"{r['split.gemm_ms']:.3g} / {r['split.elementwise_ms']:.3g}"
 
 
 def _cuda_kernels(r) -> str:
-    """Kernels one CUDA step launched (rnnopt.cuda_kernels) and, for the library layer,
+    """Kernels one CUDA step launched (rnnopt.measure.cuda_kernels) and, for the library layer,
     which cuDNN RNN algorithm those kernels name."""
     if pd.isna(r.get("cuda_kernel_launches")):
         return NONE

@@ -14,7 +14,7 @@ from collections.abc import Callable
 from dataclasses import replace
 
 from rnnopt.report.comparisons import Comparison
-from rnnopt.report.measure import Outcome
+from rnnopt.report.outcomes import Outcome
 
 MEMORY_LOWER = 0.95  # candidate peak / baseline peak below this: memory is lower
 GC_SHARE_MATTERS = 0.01  # GC pauses above 1% of the baseline's time: GC costs CPU time

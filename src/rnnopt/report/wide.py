@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pandas as pd
 
-from rnnopt.aggregate import RECORD_COLUMNS, SHAPE_KEYS
+from rnnopt.report.aggregate import RECORD_COLUMNS, SHAPE_KEYS
 
 # Metrics the tables and figures read: always present as columns (NaN where not measured).
 USED_METRICS = (

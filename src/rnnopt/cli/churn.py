@@ -1,0 +1,157 @@
+"""`rnnopt churn`: one phase timed with Python's cyclic garbage collector on or off (C2, C12).
+
+--gc on: the collector runs as it always does; its collections inside the timed calls and
+their pause are counted (gc.callbacks). --gc off: `gc.disable()` for the warm-up and the timed
+calls, and an untimed `gc.collect()` before each call, so the time is the step without any
+collection and memory stays bounded (`gc.freeze()` first keeps those collections short: they
+skip the objects of the imports and the runner). The timing protocol is
+profile's (rnnopt.measure.timing); one process per (variant, shape, mode).
+
+Either way the record also counts, with the collector off, over a few untimed calls:
+- gen0_growth_per_step: growth of the collector's generation-0 counter over one call, per
+  time step: container objects allocated minus freed; a collection runs every
+  gc.get_threshold()[0] of them;
+- cyclic_garbage_per_call: objects `gc.collect()` finds unreachable after a call, i.e. what the
+  previous call left that only the cyclic collector can free (0 when reference counting
+  frees everything, as for NumPy temporaries).
+"""
+
+from __future__ import annotations
+
+import gc
+
+from rnnopt.cli.profile import add_timing_arguments
+from rnnopt.measure.counters import ProcessCounters
+from rnnopt.measure.harness import (
+    VariantFailed,
+    add_measurement_arguments,
+    apply_variant_threads,
+    check_variant_name,
+    config_of,
+    guard_calls,
+    guarded,
+    phase_call,
+    prepare,
+    record_fields,
+    shape_of,
+    write_failure,
+)
+from rnnopt.measure.timing import benchmark
+from rnnopt.models.flops import derived_metrics
+from rnnopt.records import make_record, write_record
+
+OBJECT_CALLS = 3  # untimed calls the object counts average over (after one to settle)
+
+
+def register(subparsers) -> None:
+    parser = subparsers.add_parser(
+        "churn", help="time a phase with the garbage collector on or off", description=__doc__
+    )
+    add_measurement_arguments(parser)
+    add_timing_arguments(parser)
+    parser.add_argument("--gc", choices=("on", "off"), required=True, help="cyclic collector")
+    parser.set_defaults(func=run)
+
+
+def collect_before(before):
+    """The untimed preparation of a --gc off call: a full collection, then the phase's own."""
+
+    def prepare_call():
+        gc.collect()
+        if before is not None:
+            before()
+
+    return prepare_call
+
+
+def object_counts(runner, phase: str, seq_len: int, calls: int = OBJECT_CALLS) -> dict:
+    """gen0 counter growth per step and cyclic garbage per call, with the collector off."""
+    call, before = phase_call(runner, phase)
+    enabled = gc.isenabled()
+    gc.disable()
+    try:
+        if before is not None:
+            before()
+        guarded(call)
+        gc.collect()
+        growth, garbage = [], []
+        for _ in range(calls):
+            if before is not None:
+                before()
+            start = gc.get_count()[0]
+            guarded(call)
+            growth.append(gc.get_count()[0] - start)
+            garbage.append(gc.collect())
+    finally:
+        if enabled:
+            gc.enable()
+    return {
+        "gen0_growth_per_step": sum(growth) / calls / seq_len,
+        "cyclic_garbage_per_call": sum(garbage) / calls,
+        "cyclic_garbage_per_step": sum(garbage) / calls / seq_len,
+        "gc_threshold0": gc.get_threshold()[0],
+    }
+
+
+def timed(args, variant, runner) -> dict:
+    """The timing protocol (rnnopt.measure.timing) with the collector as --gc says."""
+    call, before = guard_calls(*phase_call(runner, args.phase))
+    sync = guard_calls(runner.sync)[0]
+    collector_off = args.gc == "off"
+    enabled = gc.isenabled()
+    if collector_off:
+        before = collect_before(before)
+        gc.disable()
+        gc.freeze()  # the untimed collections then skip every object that exists already
+    try:
+        with ProcessCounters() as counters:
+            return benchmark(
+                call,
+                sync=sync,
+                prepare=before,
+                device=runner.device,
+                compiles=variant.compiles,
+                min_time_s=args.min_time_s,
+                min_calls=args.min_calls,
+                max_warmup_calls=args.max_warmup_calls,
+                counters=counters,
+            )
+    finally:
+        gc.unfreeze()
+        if enabled:
+            gc.enable()
+
+
+def run(args) -> int:
+    check_variant_name(args.variant)
+    threads = apply_variant_threads(args)
+    variant = None
+    try:
+        variant, runner = prepare(args)
+        metrics = timed(args, variant, runner)
+        metrics["objects"] = object_counts(runner, args.phase, args.seq_len)
+    except VariantFailed as failure:
+        return write_failure("churn", args, failure, variant, threads_effective=threads)
+    metrics["gc_enabled"] = args.gc == "on"
+    timed_ms = metrics["time_ms"]["mean"] * metrics["time_ms"]["n"]
+    metrics["gc"]["share"] = metrics["gc"]["pause_ms"] / timed_ms if timed_ms > 0 else 0.0
+    metrics.update(
+        derived_metrics(
+            variant.cell, shape_of(args), args.phase, metrics["time_ms"]["median"], None
+        )
+    )
+    record = make_record(
+        "churn",
+        seed=args.seed,
+        config=config_of(args),
+        metrics=metrics,
+        threads_effective=threads,
+        **record_fields(args, variant),
+    )
+    write_record(args.out, record)
+    print(
+        f"rnnopt churn: {variant.name} {variant.dtype} {args.phase} gc {args.gc}: median "
+        f"{metrics['time_ms']['median']:.3f} ms, GC {metrics['gc']['share']:.1%} of the time, "
+        f"{metrics['objects']['cyclic_garbage_per_call']:.0f} cyclic garbage objects per call"
+    )
+    return 0

@@ -1,0 +1,74 @@
+"""`rnnopt precision`: one variant and dtype against the float64 reference over a long sequence.
+
+Outputs and every gradient on a seeded problem of --seq-len steps (default 1000): maximum
+absolute and relative error, the error of the last step, its growth along the sequence and
+the error per step (series error_per_step), in one record of kind "precision".
+"""
+
+from __future__ import annotations
+
+from rnnopt.experiments.precision import DEFAULT_SHAPE, long_sequence_errors
+from rnnopt.measure.harness import (
+    VariantFailed,
+    apply_variant_threads,
+    check_variant_name,
+    config_of,
+    guarded,
+    positive_int,
+    record_fields,
+    write_failure,
+)
+from rnnopt.models.variants import get_variant
+from rnnopt.models.variants.base import DEVICES, DTYPES
+from rnnopt.records import make_record, write_record
+
+
+def register(subparsers) -> None:
+    parser = subparsers.add_parser(
+        "precision",
+        help="error against the float64 reference over a long sequence",
+        description=__doc__,
+    )
+    parser.add_argument("--variant", required=True, help="variant name (rnnopt.list_variants)")
+    parser.add_argument("--dtype", default="float32", choices=DTYPES)
+    parser.add_argument("--device", default="cpu", choices=DEVICES)
+    for flag, key in (
+        ("--batch", "batch"),
+        ("--seq-len", "seq_len"),
+        ("--input-size", "input_size"),
+        ("--hidden-size", "hidden_size"),
+    ):
+        parser.add_argument(flag, type=positive_int, default=DEFAULT_SHAPE[key])
+    parser.add_argument("--threads", type=positive_int, default=1, metavar="N")
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--out", required=True, metavar="FILE.json", help="record to write")
+    parser.set_defaults(func=run, phase=None)
+
+
+def run(args) -> int:
+    check_variant_name(args.variant)
+    threads = apply_variant_threads(args)
+    shape = {k: getattr(args, k) for k in DEFAULT_SHAPE}
+    variant = None
+    try:
+        variant = guarded(get_variant, args.variant, dtype=args.dtype, device=args.device)
+        metrics, series = guarded(long_sequence_errors, variant, shape, args.seed)
+    except VariantFailed as failure:
+        return write_failure("precision", args, failure, variant, threads_effective=threads)
+    record = make_record(
+        "precision",
+        seed=args.seed,
+        config=config_of(args),
+        metrics=metrics,
+        series=series,
+        threads_effective=threads,
+        **record_fields(args, variant),
+    )
+    write_record(args.out, record)
+    output = metrics["output"]
+    print(
+        f"rnnopt precision: {variant.name} {variant.dtype} T={args.seq_len}: output max abs "
+        f"error {output['max_abs_error']:.2e} (last step {output['last_step_abs_error']:.2e}), "
+        f"worst gradient {metrics['gradients']['worst']:.2e}"
+    )
+    return 0

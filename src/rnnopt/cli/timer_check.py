@@ -1,0 +1,132 @@
+"""`rnnopt timer-check`: our timing harness against torch.utils.benchmark.Timer.
+
+Both time the same runner closure (call + sync) at the same shape and thread count: ours by
+the profile protocol, torch's Timer by `blocked_autorange` and `adaptive_autorange`. Forward
+and step only: Timer cannot leave out the forward that a timed backward needs.
+
+The two report different statistics of the same calls. Ours is the median of single calls;
+Timer times blocks of `number_per_run` calls and reports the median of the block means, and a
+block mean carries every slow call in its block (a page-fault burst, a gc pass, a thread
+wake-up), so with a heavy-tailed call time it sits above the per-call median: at the small
+shape, where a call lasts a fraction of a millisecond, that was the whole 0.72 "disagreement"
+of earlier runs. Timer also switches gc off while it times (timeit does). So the check compares
+like with like: `ratio` = the median of our samples grouped into blocks of Timer's size / Timer's
+blocked median, `agrees` when within AGREEMENT. `ratio_per_call` (our per-call median / Timer's)
+and `tail` (our mean / our median) show how much of a gap is the statistic, not the clock.
+"""
+
+from __future__ import annotations
+
+from rnnopt.cli.profile import add_timing_arguments, time_phase
+from rnnopt.measure.harness import (
+    VariantFailed,
+    add_measurement_arguments,
+    check_variant_name,
+    config_of,
+    guard_calls,
+    phase_call,
+    prepare,
+    record_fields,
+    write_failure,
+)
+from rnnopt.measure.threads import apply_threads, threads_match
+from rnnopt.measure.timing import block_means, quartiles
+from rnnopt.records import make_record, write_record
+
+AGREEMENT = 0.10
+
+
+def register(subparsers) -> None:
+    parser = subparsers.add_parser(
+        "timer-check",
+        help="compare our timing with torch.utils.benchmark.Timer",
+        description=__doc__,
+    )
+    add_measurement_arguments(parser, phases=("forward", "step"))
+    add_timing_arguments(parser)
+    parser.set_defaults(func=run)
+
+
+def timer_summary(measurement) -> dict:
+    """A torch Measurement in our units: median and IQR per call in ms."""
+    return {
+        "median_ms": measurement.median * 1e3,
+        "iqr_ms": measurement.iqr * 1e3,
+        "measurements": len(measurement.times),
+        "calls_per_measurement": measurement.number_per_run,
+    }
+
+
+def torch_timer(call, sync, threads: int, run_time_s: float) -> dict:
+    """Timer's two estimates, each given `run_time_s` of calls (adaptive: up to 2x that)."""
+    from torch.utils.benchmark import Timer
+
+    timer = Timer(
+        stmt="call(); sync()",
+        globals={"call": call, "sync": sync},
+        num_threads=threads,
+        label="rnnopt timer-check",
+    )
+    return {
+        "blocked": timer_summary(timer.blocked_autorange(min_run_time=run_time_s)),
+        "adaptive": timer_summary(
+            timer.adaptive_autorange(threshold=AGREEMENT, max_run_time=2 * run_time_s)
+        ),
+    }
+
+
+def run(args) -> int:
+    check_variant_name(args.variant)
+    threads = apply_threads(args.threads)
+    variant = None
+    try:
+        variant, runner = prepare(args)
+        ours = time_phase(args, runner, variant.compiles, keep_samples=True)
+        call, _ = guard_calls(*phase_call(runner, args.phase))
+        sync = guard_calls(runner.sync)[0]
+        # As much timed work as ours: with slow calls, min_time_s alone would give Timer's
+        # blocked_autorange a single measurement.
+        ours_total_s = ours["time_ms"]["mean"] * ours["time_ms"]["n"] / 1e3
+        theirs = torch_timer(call, sync, args.threads, max(args.min_time_s, ours_total_s))
+    except VariantFailed as failure:
+        return write_failure("timer-check", args, failure, variant, threads_effective=threads)
+
+    samples = ours.pop("samples_ms")
+    ours_ms = ours["time_ms"]["median"]
+    block = theirs["blocked"]["calls_per_measurement"]
+    blocks = block_means(samples, block)
+    ours_blocked_ms = quartiles(blocks)[1] if blocks else ours_ms
+    ratios = {name: ours_blocked_ms / summary["median_ms"] for name, summary in theirs.items()}
+    metrics = {
+        "time_ms": ours["time_ms"],
+        "noisy": ours["noisy"],
+        "torch_timer": theirs,
+        "blocked_median_ms": ours_blocked_ms,
+        "ratio": ratios["blocked"],
+        "ratio_adaptive": ratios["adaptive"],
+        "ratio_per_call": ours_ms / theirs["blocked"]["median_ms"],
+        "tail": ours["time_ms"]["mean"] / ours_ms,
+        "agrees": abs(ratios["blocked"] - 1) <= AGREEMENT,
+        "agrees_adaptive": abs(ratios["adaptive"] - 1) <= AGREEMENT,
+    }
+    notes = list(getattr(variant, "notes", []))
+    if not threads_match(threads):
+        notes.append("thread counts in force differ from --threads (see threads_effective)")
+    record = make_record(
+        "timer-check",
+        seed=args.seed,
+        config=config_of(args),
+        metrics=metrics,
+        notes=notes,
+        threads_effective=threads,
+        **record_fields(args, variant),
+    )
+    write_record(args.out, record)
+    print(
+        f"rnnopt timer-check: {variant.name} {args.phase}: ours {ours_ms:.3f} ms per call, "
+        f"{ours_blocked_ms:.3f} ms in blocks of {block}, "
+        f"Timer blocked {theirs['blocked']['median_ms']:.3f} ms "
+        f"(ratio {ratios['blocked']:.3f}), adaptive {theirs['adaptive']['median_ms']:.3f} ms "
+        f"(ratio {ratios['adaptive']:.3f}): {'agree' if metrics['agrees'] else 'DISAGREE'}"
+    )
+    return 0

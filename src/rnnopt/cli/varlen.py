@@ -1,0 +1,162 @@
+"""`rnnopt varlen`: one variable-length dataset trained and timed three ways
+(rnnopt.experiments.varlen): padded to each batch's longest, length-sorted buckets, packed
+(PackedSequence for a library layer; masking for the NumPy ladder and the torch cell loops).
+
+The dataset: rnnopt.train.data.generate(task, n_sequences, seq_len, seed, variable_length=True,
+min_length): lengths uniform (integers) in [min_length, seq_len]. Per way: padding fraction
+(wasted / computed tokens, i.e. wasted FLOPs), analytic FLOPs per epoch, median epoch time
+over the epochs after the first, valid tokens/s, peak heap of one more epoch above the heap
+before it (rnnopt.measure.heap.tracked: memray), and the loss of every epoch; the largest relative
+difference between the ways' losses says whether they agree (rnnopt.experiments.varlen.LOSS_RTOL).
+"""
+
+from __future__ import annotations
+
+import sys
+import traceback
+
+from rnnopt.errors import UserError
+from rnnopt.experiments import varlen
+from rnnopt.measure.harness import (
+    VariantFailed,
+    apply_variant_threads,
+    check_variant_name,
+    config_of,
+    guarded,
+    positive_float,
+    positive_int,
+)
+from rnnopt.measure.heap import MIB, tracked
+from rnnopt.measure.timing import summarize
+from rnnopt.models.flops import Shape
+from rnnopt.models.variants import get_variant
+from rnnopt.models.variants.base import DEVICES, DTYPES
+from rnnopt.records import make_record, status_of, write_record
+from rnnopt.train import data
+from rnnopt.train.heads import head_loss
+
+
+def register(subparsers) -> None:
+    parser = subparsers.add_parser(
+        "varlen",
+        help="variable-length batching: padded, length-sorted buckets, packed / masked",
+        description=__doc__,
+    )
+    parser.add_argument("--variant", required=True, help="variant name (rnnopt.list_variants)")
+    parser.add_argument("--dtype", default="float32", choices=DTYPES)
+    parser.add_argument("--device", default="cpu", choices=DEVICES)
+    parser.add_argument("--task", default="sine", choices=data.TASKS)
+    parser.add_argument("--n-sequences", type=positive_int, required=True, metavar="N")
+    parser.add_argument("--seq-len", type=positive_int, required=True, metavar="T")
+    parser.add_argument("--min-length", type=positive_int, required=True, metavar="L")
+    parser.add_argument("--batch", type=positive_int, required=True, metavar="B")
+    parser.add_argument("--hidden-size", type=positive_int, required=True, metavar="H")
+    parser.add_argument("--epochs", type=positive_int, default=5)
+    parser.add_argument("--optimizer", choices=("sgd", "adam"), default="adam")
+    parser.add_argument("--lr", type=positive_float, default=0.01)
+    parser.add_argument("--threads", type=positive_int, required=True, metavar="N")
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--out", required=True, metavar="FILE.json", help="record to write")
+    parser.set_defaults(func=run)
+
+
+def way_metrics(way: varlen.Way, peak_mib: float, cell: str, shape: Shape) -> dict:
+    epoch_ms = summarize([round(ms * 1e6) for ms in varlen.timed_epochs_ms(way)])
+    flops = varlen.epoch_flops(cell, way.padding["computed_tokens"], shape.input_size,
+                               shape.hidden_size)  # fmt: skip
+    return {
+        **way.padding,
+        "packed_kernel": way.packed,
+        "epoch_flops": flops,
+        "epoch_ms": epoch_ms,
+        "valid_tokens_per_s": way.padding["valid_tokens"] / (epoch_ms["median"] / 1e3),
+        "peak_mib": peak_mib,
+        "final_loss": way.losses[-1],
+    }
+
+
+def measure(args, variant, dataset) -> tuple[dict, dict, list[str]]:
+    """(metrics, series, notes) of the three ways; variant errors surface as VariantFailed."""
+    hyper = {"lr": args.lr, "weight_decay": 0.0}
+    if args.optimizer == "sgd":
+        hyper["momentum"] = 0.0
+    ways = guarded(varlen.run, variant, dataset, args.batch, args.hidden_size, args.epochs,
+                   args.optimizer, hyper, args.seed)  # fmt: skip
+    normalizer = head_loss(dataset.manifest).normalizer(dataset.lengths, dataset.x.shape[1])
+    shape = Shape(args.batch, args.seq_len, dataset.x.shape[2], args.hidden_size)
+    metrics, series = {}, {}
+    for way in ways:
+        heap, _ = guarded(tracked, lambda way=way: way.stepper.step(way.micro_batches, normalizer))
+        metrics[way.name] = way_metrics(way, heap["peak_bytes"] / MIB, variant.cell, shape)
+        series[f"loss_{way.name}"] = way.losses
+        series[f"epoch_ms_{way.name}"] = way.epoch_ms
+    padded_ms = metrics["padded"]["epoch_ms"]["median"]
+    worst = varlen.loss_agreement(ways)
+    metrics.update(
+        loss_max_rel_diff=worst,
+        loss_rtol=varlen.LOSS_RTOL[args.dtype],
+        losses_agree=worst <= varlen.LOSS_RTOL[args.dtype],
+        bucketed_speedup=padded_ms / metrics["bucketed"]["epoch_ms"]["median"],
+        packed_speedup=padded_ms / metrics["packed"]["epoch_ms"]["median"],
+    )
+    notes = ["peak_mib: memray, one epoch of a warm stepper above the heap before it"]
+    if not ways[-1].packed:
+        notes.append(f"{variant.name} has no packed kernel: 'packed' ran padded batches, masked")
+    elif variant.device == "cpu":
+        notes.append("packed input bypasses oneDNN on CPU: torch runs ATen's per-step LSTM")
+    return metrics, series, notes
+
+
+def run(args) -> int:
+    check_variant_name(args.variant)
+    if args.min_length > args.seq_len:
+        raise UserError(f"--min-length {args.min_length} exceeds --seq-len {args.seq_len}")
+    threads = apply_variant_threads(args)
+    dataset = data.generate(args.task, args.n_sequences, args.seq_len, args.seed,
+                            variable_length=True, min_length=args.min_length)  # fmt: skip
+    framework, cell, _ = args.variant.split("-", 2)
+    fields = {"variant": args.variant, "framework": framework, "cell": cell,
+              "dtype": args.dtype, "device": args.device}  # fmt: skip
+    status, reason, metrics, series, notes = "ok", None, {}, {}, []
+    try:
+        variant = guarded(get_variant, args.variant, dtype=args.dtype, device=args.device)
+        fields = {"variant": variant}
+        metrics, series, notes = measure(args, variant, dataset)
+    except VariantFailed as failure:
+        status, reason = status_of(failure.error), str(failure)
+        if status == "failed":  # the variant's traceback goes to the log
+            traceback.print_exception(failure.error, file=sys.stderr)
+    shape = Shape(args.batch, args.seq_len, dataset.x.shape[2], args.hidden_size)
+    record = make_record(
+        "varlen",
+        status=status,
+        reason=reason,
+        seed=args.seed,
+        config={**config_of(args), "lengths": "uniform integers in [min_length, seq_len]"},
+        metrics=metrics,
+        series=series,
+        notes=notes,
+        task=args.task,
+        phase="step",
+        shape=shape.as_dict(),
+        threads=args.threads,
+        threads_effective=threads,
+        **fields,
+    )
+    write_record(args.out, record)
+    if status != "ok":
+        print(f"rnnopt varlen: {status}: {reason}")
+        return 0
+    print(f"rnnopt varlen: {args.variant} {args.dtype}, lengths {args.min_length}..{args.seq_len}:")
+    for name in varlen.WAYS:
+        m = metrics[name]
+        print(
+            f"  {name}: padding {m['padding_fraction']:.1%}, epoch "
+            f"{m['epoch_ms']['median']:.1f} ms, peak {m['peak_mib']:.2f} MiB, "
+            f"final loss {m['final_loss']:.6g}"
+        )
+    print(
+        f"  losses agree: {metrics['losses_agree']} "
+        f"(max rel diff {metrics['loss_max_rel_diff']:.2e})"
+    )
+    return 0

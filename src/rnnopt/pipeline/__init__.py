@@ -1,0 +1,1 @@
+"""The config: its check, defaults and expansion into the workflow's jobs."""

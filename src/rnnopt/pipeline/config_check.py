@@ -1,0 +1,340 @@
+"""The workflow config: checked against its schema in one line per problem, and expanded.
+
+`check` is what the Snakefile runs before any job: the first problem becomes a UserError that
+names the key (`profile[0].shapes[0].batch: 'x' is not ...`), so a bad config stops with one
+line instead of a dump of the schema. The `*_jobs` functions expand the config's entries (cross
+products of lists, variant patterns, shape sweeps, "all" threads) into one dict per job; the
+rule files format those into output paths.
+"""
+
+from __future__ import annotations
+
+import copy
+import fnmatch
+import itertools
+import os
+from pathlib import Path
+
+import jsonschema
+import yaml
+from jsonschema.exceptions import best_match
+
+from rnnopt.errors import UserError
+from rnnopt.models.variants import list_variants
+
+SCHEMA_PATH = Path(__file__).resolve().parents[1] / "schemas" / "config.schema.yaml"
+SHAPE_KEYS = ("batch", "seq_len", "input_size", "hidden_size")
+MEASURE_KEYS = ("variant", "dtype", "device", *SHAPE_KEYS, "phase", "threads")
+
+
+def load_schema(path: str | os.PathLike = SCHEMA_PATH) -> dict:
+    return yaml.safe_load(Path(path).read_text())
+
+
+def _key(path) -> str:
+    key = ""
+    for part in path:
+        key += f"[{part}]" if isinstance(part, int) else f".{part}"
+    return key.lstrip(".") or "(top level)"
+
+
+def _message(error: jsonschema.ValidationError) -> str:
+    """One line naming the key and what is allowed there."""
+    key = _key(error.absolute_path)
+    if error.validator == "additionalProperties":
+        allowed = sorted(error.schema.get("properties", {}))
+        unknown = sorted(set(error.instance) - set(allowed))[0]
+        where = f" under {key}" if error.absolute_path else ""
+        return f"unknown key {unknown!r}{where}; allowed: {', '.join(allowed)}"
+    if error.validator in ("anyOf", "oneOf", "not") and error.schema.get("description"):
+        description = " ".join(error.schema["description"].split())
+        return f"{key}: {error.instance!r} is not allowed ({description})"
+    return f"{key}: {error.message}"
+
+
+def _with_defaults(validator_class):
+    """A validator that fills `default`s in place while it validates (jsonschema's FAQ recipe)."""
+    validate_properties = validator_class.VALIDATORS["properties"]
+
+    def set_defaults(validator, properties, instance, schema):
+        if isinstance(instance, dict):
+            for name, subschema in properties.items():
+                if "default" in subschema:
+                    instance.setdefault(name, copy.deepcopy(subschema["default"]))
+        yield from validate_properties(validator, properties, instance, schema)
+
+    return jsonschema.validators.extend(validator_class, {"properties": set_defaults})
+
+
+def check(config: dict, schema: dict | None = None) -> dict:
+    """A copy of `config` with defaults filled in; UserError naming the first bad key."""
+    schema = load_schema() if schema is None else schema
+    error = best_match(jsonschema.Draft202012Validator(schema).iter_errors(config))
+    if error is not None:
+        raise UserError(_message(error))
+    filled = copy.deepcopy(config)
+    _with_defaults(jsonschema.Draft202012Validator)(schema).validate(filled)
+    _check_semantics(filled)
+    return filled
+
+
+def _check_semantics(config: dict) -> None:
+    """What the schema cannot say: names that must exist, sizes that must divide."""
+    for key, patterns in _variant_lists(config):
+        for index, pattern in enumerate(patterns):
+            if not fnmatch.filter(list_variants(), pattern):
+                raise UserError(
+                    f"{key}[{index}]: {pattern!r} matches no variant; available: "
+                    + ", ".join(list_variants())
+                )
+    tasks = config["datasets"]["tasks"]
+    train = config["train"]
+    for index, entry in enumerate(train["runs"]):
+        for task in entry["tasks"]:
+            if task not in tasks:
+                raise UserError(
+                    f"train.runs[{index}].tasks: {task!r} is not in datasets.tasks ({tasks})"
+                )
+    varlen = config["varlen"]
+    if varlen["min_length"] > varlen["seq_len"]:
+        raise UserError(
+            f"varlen.min_length: {varlen['min_length']} exceeds "
+            f"varlen.seq_len ({varlen['seq_len']})"
+        )
+    experiments = train["experiments"]
+    if experiments["task"] not in tasks:
+        raise UserError(
+            f"train.experiments.task: {experiments['task']!r} is not in datasets.tasks ({tasks})"
+        )
+    accumulation = experiments["accumulation"]
+    if accumulation["batch"] % accumulation["micro_batches"]:
+        raise UserError(
+            "train.experiments.accumulation.batch: "
+            f"{accumulation['batch']} is not a multiple of micro_batches "
+            f"({accumulation['micro_batches']})"
+        )
+    for key, name in (
+        ("train.experiments.variant", experiments["variant"]),
+        ("timer_check.variant", config["timer_check"]["variant"]),
+        ("autobatch.variant", config["autobatch"]["variant"]),
+        *((f"varlen.variants[{i}]", name) for i, name in enumerate(config["varlen"]["variants"])),
+    ):
+        if name not in list_variants():
+            raise UserError(f"{key}: unknown variant {name!r}; available: {list_variants()}")
+
+
+def _variant_lists(config: dict):
+    for stage in ("verify", "profile", "memory", "churn"):
+        for index, entry in enumerate(config[stage]):
+            yield f"{stage}[{index}].variants", entry["variants"]
+    yield "precision.variants", config["precision"]["variants"]
+    for index, entry in enumerate(config["train"]["runs"]):
+        yield f"train.runs[{index}].variants", entry["variants"]
+
+
+def load(path: str | os.PathLike, *overlays: str | os.PathLike) -> dict:
+    """The checked config of a file and overlays (as `--configfile` merges them)."""
+    config: dict = {}
+    for file in (path, *overlays):
+        merge(config, yaml.safe_load(Path(file).read_text()) or {})
+    return check(config)
+
+
+def merge(base: dict, update: dict) -> None:
+    """Snakemake's merge of config files: dicts merge key by key, anything else replaces."""
+    for key, value in update.items():
+        if isinstance(value, dict) and isinstance(base.get(key), dict):
+            merge(base[key], value)
+        else:
+            base[key] = value
+
+
+# ---------------------------------------------------------------- expansion into jobs
+
+
+def matching_variants(patterns: list[str]) -> list[str]:
+    """Registry names matched by any pattern, in registry order."""
+    return [name for name in list_variants() if any(fnmatch.fnmatch(name, p) for p in patterns)]
+
+
+def available_cores() -> int:
+    return len(os.sched_getaffinity(0))
+
+
+def resolve_threads(values: list, cores: int | None = None) -> list[int]:
+    cores = cores or available_cores()
+    return sorted({cores if value == "all" else int(value) for value in values})
+
+
+def expand_shape(shape: dict) -> list[dict]:
+    """{batch: [1, 4], seq_len: 20, ...} -> one dict per combination."""
+    axes = [v if isinstance(v, list) else [v] for v in (shape[k] for k in SHAPE_KEYS)]
+    return [dict(zip(SHAPE_KEYS, sizes, strict=True)) for sizes in itertools.product(*axes)]
+
+
+def _unique(jobs) -> list[dict]:
+    seen, unique = set(), []
+    for job in jobs:
+        key = tuple(sorted(job.items()))
+        if key not in seen:
+            seen.add(key)
+            unique.append(job)
+    return unique
+
+
+def measure_jobs(entries: list[dict], cores: int | None = None) -> list[dict]:
+    """One dict per (variant, dtype, device, shape, phase, threads) of profile/memory entries."""
+    jobs = []
+    for entry in entries:
+        shapes = [s for spec in entry["shapes"] for s in expand_shape(spec)]
+        for variant, dtype, device, shape, phase, threads in itertools.product(
+            matching_variants(entry["variants"]),
+            entry["dtypes"],
+            entry["devices"],
+            shapes,
+            entry["phases"],
+            resolve_threads(entry["threads"], cores),
+        ):
+            jobs.append(
+                dict(variant=variant, dtype=dtype, device=device, phase=phase, threads=threads)
+                | shape
+            )
+    return _unique(jobs)
+
+
+def profile_jobs(entries: list[dict], cores: int | None = None) -> list[dict]:
+    """One dict per (variant, dtype, device, shape, threads): a profile job times all three
+    phases in one process."""
+    entries = [entry | {"phases": ["step"]} for entry in entries]
+    return [{k: v for k, v in job.items() if k != "phase"} for job in measure_jobs(entries, cores)]
+
+
+def native_only_jobs(entries: list[dict], cores: int | None = None) -> list[dict]:
+    """The profile jobs of the entries marked native_only (rnnopt profile --native-only)."""
+    return profile_jobs([entry for entry in entries if entry.get("native_only")], cores)
+
+
+def timer_check_jobs(config: dict, cores: int | None = None) -> list[dict]:
+    """One dict per timer_check shape and thread count: the counts that shape is profiled at
+    (every profiled count for a shape no profile job measures), narrowed by the shape's own
+    `threads` if it has them."""
+    jobs = profile_jobs(config["profile"], cores)
+    profiled = sorted({job["threads"] for job in jobs})
+    checks = []
+    for entry in config["timer_check"]["shapes"]:
+        shape = {key: entry[key] for key in SHAPE_KEYS}
+        at_shape = {job["threads"] for job in jobs if all(job[k] == v for k, v in shape.items())}
+        counts = sorted(at_shape) or profiled
+        if "threads" in entry:
+            wanted = resolve_threads(entry["threads"], cores)
+            counts = [threads for threads in counts if threads in wanted]
+        checks += [{"threads": threads, **shape} for threads in counts]
+    return checks
+
+
+def train_settings(train: dict) -> dict[str, dict]:
+    """Setting label -> train flags. Labels name the directory of the records (and the rows).
+
+    base: the regular runs; clip-off / clip-on: C7; accum-1xB / accum-KxM: C5 (one batch of B
+    vs K micro-batches of M = B/K); batch-N: C4.
+    """
+    base = {
+        "batch": train["batch"],
+        "optimizer": train["optimizer"],
+        "lr": train["lr"],
+        "clip_norm": train["clip_norm"],
+        "momentum": 0.0,
+        "accumulate": 1,
+    }
+    experiments = train["experiments"]
+    clipping = experiments["clipping"]
+    unclipped = base | {key: clipping[key] for key in ("optimizer", "lr", "momentum")}
+    unclipped["clip_norm"] = None
+    accumulation = experiments["accumulation"]
+    k = accumulation["micro_batches"]
+    micro = accumulation["batch"] // k
+    settings = {
+        "base": base,
+        "clip-off": unclipped,
+        "clip-on": unclipped | {"clip_norm": clipping["clip_norm"]},
+        f"accum-1x{accumulation['batch']}": base | {"batch": accumulation["batch"]},
+        f"accum-{k}x{micro}": base | {"batch": micro, "accumulate": k},
+    }
+    settings.update({f"batch-{b}": base | {"batch": b} for b in experiments["batch_sizes"]})
+    return settings
+
+
+TRAIN_JOB_KEYS = ("task", "setting", "variant", "dtype", "device")
+
+
+def train_jobs(train: dict) -> list[dict]:
+    """One dict per (task, setting, variant, dtype, device) training run, with its `steps`.
+
+    A run entry's `steps` (default train.steps) applies to its jobs; a job that several entries
+    list takes the steps of the last one. Experiments run train.steps.
+    """
+    jobs: dict[tuple, dict] = {}
+    for entry in train["runs"]:
+        for variant, task, dtype, device in itertools.product(
+            matching_variants(entry["variants"]), entry["tasks"], entry["dtypes"], entry["devices"]
+        ):
+            job = dict(task=task, setting="base", variant=variant, dtype=dtype, device=device)
+            jobs[train_job_key(job)] = job | {"steps": entry.get("steps") or train["steps"]}
+    experiments = train["experiments"]
+    fixed = {k: experiments[k] for k in ("task", "variant", "dtype", "device")}
+    for setting in train_settings(train):
+        job = fixed | {"setting": setting, "steps": train["steps"]}
+        if setting != "base" and train_job_key(job) not in jobs:
+            jobs[train_job_key(job)] = job
+    return list(jobs.values())
+
+
+def train_job_key(job) -> tuple:
+    """(task, setting, variant, dtype, device) of a training job or of a rule's wildcards."""
+    return tuple(job[key] for key in TRAIN_JOB_KEYS)
+
+
+def precision_jobs(precision: dict) -> list[dict]:
+    """One dict per (variant, dtype, device) of the precision stage that the variant supports."""
+    from rnnopt.models.verify import combinations
+
+    triples = combinations(
+        matching_variants(precision["variants"]), precision["dtypes"], precision["devices"]
+    )
+    return [dict(variant=v, dtype=d, device=dev) for v, d, dev in triples]
+
+
+def profiled_threads(config: dict, cores: int | None = None) -> list[int]:
+    """Thread counts that get a GEMM peak and a timer check: those of the profile jobs."""
+    return sorted({job["threads"] for job in profile_jobs(config["profile"], cores)})
+
+
+def peak_dtypes(config: dict, threads: int, cores: int | None = None) -> list[str]:
+    """The CPU dtypes whose GEMM ceiling a profile job at `threads` divides by (its "% of
+    peak"): the peak job at that thread count measures only these."""
+    jobs = profile_jobs(config["profile"], cores)
+    used = {job["dtype"] for job in jobs if job["threads"] == threads and job["device"] == "cpu"}
+    return sorted(used)
+
+
+def verify_jobs(config: dict, cores: int | None = None) -> list[dict]:
+    """Every (variant, dtype, device) any stage uses, plus the verify entries."""
+    combos = [
+        dict(variant=v, dtype=d, device=dev)
+        for entry in config["verify"]
+        for v, d, dev in itertools.product(
+            matching_variants(entry["variants"]), entry["dtypes"], entry["devices"]
+        )
+    ]
+    used = (
+        train_jobs(config["train"])
+        + profile_jobs(config["profile"], cores)
+        + measure_jobs(config["memory"], cores)
+        + measure_jobs(config["churn"], cores)
+        + precision_jobs(config["precision"])
+    )
+    if profiled_threads(config, cores):
+        check = config["timer_check"]
+        used.append(dict(variant=check["variant"], dtype=check["dtype"], device="cpu"))
+    combos += [{k: job[k] for k in ("variant", "dtype", "device")} for job in used]
+    return _unique(combos)

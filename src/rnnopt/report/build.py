@@ -1,0 +1,216 @@
+"""The report's pages: comparison, verification, variant and check tables (md, html, csv) and
+figures.
+
+`build(metrics, series, out)` writes out/comparison.md, out/comparison.html, out/tables/*.csv
+and out/figures/*.png from the aggregate's tidy tables (rnnopt.report.aggregate).
+"""
+
+from __future__ import annotations
+
+import html
+from dataclasses import dataclass
+from pathlib import Path
+
+import pandas as pd
+
+from rnnopt.report import (
+    experiments_batching,
+    experiments_memory,
+    experiments_memory_figures,
+    published,
+    table,
+)
+from rnnopt.report.comparisons import COMPARISONS
+from rnnopt.report.figures import FIGURES, draw_all
+from rnnopt.report.verdicts import (
+    GC_SHARE_MATTERS,
+    LEARNED_RATIO,
+    MEMORY_LOWER,
+    SAME_LOSS,
+    THROUGHPUT_GAIN,
+)
+
+TABLES = ("comparison", "verification", "variants", "memory", "checks")
+
+HOW_TO_READ = (
+    "Speedup: baseline median time / candidate median time, from profile records of both at "
+    "the same shape, phase and thread count, at the anchor (step phase, fewest threads); over "
+    "several shapes the geometric mean, and in brackets the range of the per-shape intervals "
+    "(baseline +- IQR/2 over candidate -+ IQR/2): the spread inside each job; two jobs "
+    "minutes apart on a shared host can differ more, so a verdict on a speedup near 1x can "
+    "change from run to run (README, Run to run). Peak memory: candidate / baseline peak_mib "
+    "of memory records. Loss: relative change of the final held-out loss (a split of the "
+    "dataset never trained on), same initial weights and batches, same number of steps; the "
+    "training rows show each run's held-out loss and its share of the predict-the-mean "
+    "baseline. Verdict: supported when every criterion of the row holds (speed: "
+    f"interval above 1x; memory: below {MEMORY_LOWER}x; loss: within {SAME_LOSS:.0%}; GC: over "
+    f"{GC_SHARE_MATTERS:.0%} of the baseline's time; batch size: best >= {THROUGHPUT_GAIN}x "
+    f"the smallest's tokens/s; learned: every compared run's held-out loss at most "
+    f"{LEARNED_RATIO:.0%} of the predict-the-mean baseline; clipping: clip-off diverges and "
+    "clip-on ends below that baseline); not measured here, with the reason, when the records are "
+    "missing, skipped, failed, or a compared variant failed verification."
+)
+
+
+@dataclass
+class Section:
+    title: str
+    text: str
+    frame: pd.DataFrame | None = None
+
+
+def runs_table(metrics: pd.DataFrame) -> pd.DataFrame:
+    """One row per run: where it ran, what with, how many records of which status."""
+    records = metrics.drop_duplicates("source")
+    rows = []
+    for run, group in records.groupby("run"):
+        first = group.iloc[0]
+        statuses = group["status"].value_counts()
+        rows.append(
+            {
+                "run": run,
+                "host": first["host"],
+                "cpu": first["cpu_model"],
+                "gpu": first["gpu"] if pd.notna(first["gpu"]) else table.NONE,
+                "image": first["image"] if pd.notna(first["image"]) else table.NONE,
+                "git commit": str(first["git_commit"])[:12],
+                "records": ", ".join(f"{n} {status}" for status, n in statuses.items()),
+            }
+        )
+    return pd.DataFrame(rows)
+
+
+def sections(metrics: pd.DataFrame, tables: dict[str, pd.DataFrame]) -> list[Section]:
+    notes = "; ".join(f"{c.optimisation}: {c.about}" for c in COMPARISONS if c.about)
+    return [
+        Section(
+            "Runs",
+            "Each run is one host or container; its columns sit side by side.",
+            runs_table(metrics),
+        ),
+        Section("Optimisation comparison", f"{HOW_TO_READ} Rows: {notes}.", tables["comparison"]),
+        Section(
+            "Verification",
+            "Each variant, dtype and device against the float64 reference "
+            "(outputs and every gradient): worst relative error and tolerance. A variant "
+            "that fails is flagged in every table and gets no verdict.",
+            tables["verification"],
+        ),
+        Section(
+            "Variants",
+            "Every profile record: median time per call (IQR), throughput, "
+            "achieved GFLOP/s and its fraction of the measured GEMM peak; noisy when "
+            "IQR / median > 10%.",
+            tables["variants"],
+        ),
+        Section(
+            "Memory",
+            "Every memory record. Peak: the heap bytes of a fresh runner built and called "
+            "once, above the heap before it, at the allocator level by one instrument for "
+            "every framework (memray on CPU, torch.cuda on a GPU), after a warm-up runner paid "
+            "the libraries' one-time buffers (shown apart); kept: what the runner holds "
+            "between steps; minimum: the analytic BPTT floor (activations, outputs, "
+            "gradients). Only this peak enters the comparison's memory ratios. tracemalloc "
+            "(numpy buffers per time step) and the RSS timeline are secondary instruments.",
+            tables["memory"],
+        ),
+        Section(
+            "Measurement checks",
+            "GEMM ceilings (GFLOP/s per library and dtype; the best library of a dtype is the "
+            "host's ceiling that '% of peak' divides by), the theoretical FMA peak at the "
+            "nominal clock beside them (a boosting core can exceed it), and the timer "
+            "cross-check per shape: ratio = our median of blocks of Timer's size / "
+            "torch.utils.benchmark's blocked median (agrees within 10%); ratio_per_call uses "
+            "our per-call median, tail = our mean / median.",
+            tables["checks"],
+        ),
+        Section("GPU against published figures", published.ABOUT, tables["published"]),
+        Section("Batching experiments", experiments_batching.ABOUT, tables["batching"]),
+        Section(
+            "Cache, GC and precision experiments",
+            experiments_memory.ABOUT,
+            tables["cache_gc_precision"],
+        ),
+        Section("Figures", ""),
+    ]
+
+
+def markdown(parts: list[Section], figures: dict[str, str]) -> str:
+    lines = ["# rnnopt: which RNN/LSTM optimisations pay", ""]
+    for part in parts:
+        lines += [f"## {part.title}", ""]
+        if part.text:
+            lines += [part.text, ""]
+        if part.frame is not None:
+            lines += [part.frame.to_markdown(index=False) if len(part.frame) else "(none)", ""]
+    for name, why in figures.items():
+        lines += [f"![{name}](figures/{name}.png)" + (f" (not drawn: {why})" if why else ""), ""]
+    return "\n".join(lines)
+
+
+STYLE = (
+    "body{font-family:sans-serif;margin:1.5em;} table{border-collapse:collapse;font-size:12px;}"
+    "td,th{border:1px solid #ccc;padding:3px 6px;vertical-align:top;} th{background:#eee;}"
+    "img{max-width:100%;margin:1em 0;}"
+)
+
+
+def html_page(parts: list[Section], figures: dict[str, str]) -> str:
+    body = ["<h1>rnnopt: which RNN/LSTM optimisations pay</h1>"]
+    for part in parts:
+        body.append(f"<h2>{html.escape(part.title)}</h2>")
+        if part.text:
+            body.append(f"<p>{html.escape(part.text)}</p>")
+        if part.frame is not None:
+            body.append(
+                part.frame.to_html(index=False, border=0) if len(part.frame) else "<p>(none)</p>"
+            )
+    for name, why in figures.items():
+        body.append(
+            f'<figure><img src="figures/{name}.png" alt="{name}">'
+            + (f"<figcaption>not drawn: {html.escape(why)}</figcaption>" if why else "")
+            + "</figure>"
+        )
+    return (
+        "<!DOCTYPE html><html><head><meta charset='utf-8'><title>rnnopt comparison</title>"
+        f"<style>{STYLE}</style></head><body>\n" + "\n".join(body) + "\n</body></html>\n"
+    )
+
+
+def build(metrics: pd.DataFrame, series: pd.DataFrame, out: str | Path) -> dict[str, Path]:
+    """Write every table and figure under `out`; returns name -> path."""
+    out = Path(out)
+    (out / "tables").mkdir(parents=True, exist_ok=True)
+    tables = {
+        "comparison": table.comparison_table(metrics),
+        "verification": table.verification_table(metrics),
+        "variants": table.variants_table(metrics),
+        "memory": table.memory_table(metrics),
+        "checks": table.checks_table(metrics),
+        "published": published.table(metrics),
+        "batching": experiments_batching.table(metrics, series),
+    }
+    tables["cache_gc_precision"] = experiments_memory.table(metrics)
+    tables.update(experiments_memory.point_tables(metrics))
+    paths = {}
+    for name, frame in tables.items():
+        paths[name] = out / "tables" / f"{name}.csv"
+        frame.to_csv(paths[name], index=False)
+    figures = draw_all(metrics, series, out / "figures")
+    figures.update(experiments_memory_figures.draw(metrics, series, out / "figures"))
+    paths.update(
+        {name: out / "figures" / f"{name}.png" for name in experiments_memory_figures.FIGURES}
+    )
+    figures.update(experiments_batching.draw(metrics, series, out / "figures"))
+    paths.update(
+        {
+            name: out / "figures" / f"{name}.png"
+            for name in (*FIGURES, *experiments_batching.FIGURES)
+        }
+    )
+    parts = sections(metrics, tables)
+    paths["markdown"] = out / "comparison.md"
+    paths["markdown"].write_text(markdown(parts, figures))
+    paths["html"] = out / "comparison.html"
+    paths["html"].write_text(html_page(parts, figures))
+    return paths

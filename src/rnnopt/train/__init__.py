@@ -1,0 +1,1 @@
+"""Training: datasets, task heads, optimisers, per-framework steppers and the loop."""
