@@ -114,7 +114,7 @@ def test_torch_training_step_leaves_torch_dynamo_unimported():
         "stepper = STEPPERS['torch'](variant, layer, init_head(5, 1, 0), loss, 'adam',\n"
         "                            {'lr': 0.01}, 1.0)\n"
         "x = np.random.default_rng(0).normal(size=(2, 3, 4))\n"
-        "batch = stepper.prepare(x, np.ones((2, 1)), np.full(2, 3))\n"
+        "batch = stepper.to_native(x, np.ones((2, 1)), np.full(2, 3))\n"
         "stepper.step([batch], 1.0)\n"
         "print('torch._dynamo' in sys.modules)\n"
     )

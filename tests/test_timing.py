@@ -114,12 +114,12 @@ def test_make_measure_keeps_preparation_out_of_the_bracket():
     measure = make_measure(
         lambda: events.append("call"),
         sync=lambda: events.append("sync"),
-        prepare=lambda: events.append("prepare"),
+        untimed_setup=lambda: events.append("setup"),
         timer=fake_timer,
         clock=lambda: next(ticks),
     )
     assert measure() == (7, 30)
-    assert events == ["prepare", "sync", "call", "sync"]
+    assert events == ["setup", "sync", "call", "sync"]
 
 
 def test_benchmark_protocol_on_a_real_call():

@@ -11,7 +11,9 @@ import functools
 import json
 import math
 import os
+import sys
 import tempfile
+import traceback
 from importlib import resources
 from pathlib import Path
 
@@ -122,3 +124,19 @@ def status_of(error: BaseException) -> str:
     if isinstance(error, UnavailableError | UserError):
         return "skipped"
     return "failed"
+
+
+def one_line(error: BaseException) -> str:
+    """`Type: message` on one line (its lines joined by spaces), at most 300 characters."""
+    message = " ".join(str(error).split())
+    text = f"{type(error).__name__}: {message}" if message else type(error).__name__
+    return text[:300]
+
+
+def failure_of(error: BaseException, log=None) -> tuple[str, str]:
+    """(status, one-line reason) of an exception that ended a measurement. A plain failure
+    (not oom, not skipped) also prints its traceback to `log` (stderr: the job's log)."""
+    status = status_of(error)
+    if status == "failed":
+        traceback.print_exception(error, file=log or sys.stderr)
+    return status, one_line(error)

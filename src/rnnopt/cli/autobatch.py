@@ -13,30 +13,24 @@ status skipped and a one-line reason.
 from __future__ import annotations
 
 import argparse
-import sys
-import traceback
 
-from rnnopt.cli.profile import add_timing_arguments
-from rnnopt.experiments import autobatch
-from rnnopt.experiments.autobatch import NothingFits, Point
-from rnnopt.measure.harness import (
-    VariantFailed,
+from rnnopt.cli.common import (
     apply_variant_threads,
     check_variant_name,
     config_of,
-    guard_calls,
-    guarded,
-    make_inputs,
-    phase_call,
     positive_float,
     positive_int,
 )
+from rnnopt.cli.profile import add_timing_arguments
+from rnnopt.experiments import autobatch
+from rnnopt.experiments.autobatch import NothingFits, Point
+from rnnopt.measure.harness import VariantFailed, guard_calls, guarded, make_inputs, phase_call
 from rnnopt.measure.heap import step_peak
 from rnnopt.measure.timing import benchmark
 from rnnopt.models.flops import PHASES, Shape
 from rnnopt.models.variants import get_variant
 from rnnopt.models.variants.base import DEVICES, DTYPES
-from rnnopt.records import make_record, status_of, write_record
+from rnnopt.records import failure_of, make_record, status_of, write_record
 
 
 def register(subparsers) -> None:
@@ -97,7 +91,7 @@ class Measurer:
         metrics = benchmark(
             call,
             sync=guard_calls(runner.sync)[0],
-            prepare=before,
+            untimed_setup=before,
             device=runner.device,
             compiles=self.variant.compiles,
             min_time_s=args.min_time_s,
@@ -128,9 +122,7 @@ def run(args) -> int:
     except NothingFits as nothing:
         status, reason, result = "skipped", str(nothing), nothing.search
     except VariantFailed as failure:
-        status, reason = status_of(failure.error), str(failure)
-        if status == "failed":  # the variant's traceback goes to the log
-            traceback.print_exception(failure.error, file=sys.stderr)
+        status, reason = failure_of(failure.error)  # a failure's traceback goes to the log
     notes = []
     if measurer is not None and measurer.instruments:
         notes.append(

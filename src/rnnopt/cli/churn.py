@@ -20,21 +20,23 @@ from __future__ import annotations
 
 import gc
 
-from rnnopt.cli.profile import add_timing_arguments
-from rnnopt.measure.counters import ProcessCounters
-from rnnopt.measure.harness import (
-    VariantFailed,
+from rnnopt.cli.common import (
     add_measurement_arguments,
     apply_variant_threads,
     check_variant_name,
     config_of,
+    record_fields,
+    write_failure,
+)
+from rnnopt.cli.profile import add_timing_arguments
+from rnnopt.measure.counters import ProcessCounters
+from rnnopt.measure.harness import (
+    VariantFailed,
+    build_runner,
     guard_calls,
     guarded,
     phase_call,
-    prepare,
-    record_fields,
     shape_of,
-    write_failure,
 )
 from rnnopt.measure.timing import benchmark
 from rnnopt.models.flops import derived_metrics
@@ -108,7 +110,7 @@ def timed(args, variant, runner) -> dict:
             return benchmark(
                 call,
                 sync=sync,
-                prepare=before,
+                untimed_setup=before,
                 device=runner.device,
                 compiles=variant.compiles,
                 min_time_s=args.min_time_s,
@@ -127,7 +129,7 @@ def run(args) -> int:
     threads = apply_variant_threads(args)
     variant = None
     try:
-        variant, runner = prepare(args)
+        variant, runner = build_runner(args)
         metrics = timed(args, variant, runner)
         metrics["objects"] = object_counts(runner, args.phase, args.seq_len)
     except VariantFailed as failure:

@@ -1,10 +1,17 @@
-"""Pieces the per-variant commands share: list-valued flags, failure reasons, record fields."""
+"""What the commands share, and only the CLI knows: argparse types and flags, the record fields
+and failure records of a per-variant measurement, thread settings from the flags."""
 
 from __future__ import annotations
 
 import argparse
 
-from rnnopt.records import status_of
+from rnnopt.errors import UserError
+from rnnopt.measure.harness import VariantFailed, shape_of, uses_torch
+from rnnopt.measure.threads import apply_threads
+from rnnopt.models.flops import PHASES
+from rnnopt.models.variants import list_variants
+from rnnopt.models.variants.base import DEVICES, DTYPES
+from rnnopt.records import failure_of, make_record, write_record
 
 
 def comma_list(choices) -> callable:
@@ -23,17 +30,6 @@ def comma_list(choices) -> callable:
     return parse
 
 
-def failure(error: BaseException) -> tuple[str, str]:
-    """(status, one-line reason) of an exception that ended a measurement."""
-    message = " ".join(str(error).split()) or "no message"
-    return status_of(error), f"{type(error).__name__}: {message}"[:500]
-
-
-def config_of(args) -> dict:
-    """The parsed flags as a JSON-able config, without the handler."""
-    return {key: value for key, value in vars(args).items() if key != "func"}
-
-
 def set_threads(threads: int | None, use_torch: bool = True) -> dict:
     """Apply --threads (if given) before any work; the record fields that say so."""
     if not threads:
@@ -41,3 +37,110 @@ def set_threads(threads: int | None, use_torch: bool = True) -> dict:
     from rnnopt.measure.threads import apply_threads
 
     return {"threads": threads, "threads_effective": apply_threads(threads, use_torch)}
+
+
+def positive_int(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a positive integer, got {text!r}") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"expected a positive integer, got {value}")
+    return value
+
+
+def positive_float(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a positive number, got {text!r}") from None
+    if not value > 0:
+        raise argparse.ArgumentTypeError(f"expected a positive number, got {value}")
+    return value
+
+
+def add_measurement_arguments(
+    parser: argparse.ArgumentParser, phases=PHASES, several_phases: bool = False
+) -> None:
+    """The flags every per-variant measurement takes (Snakemake rules pass them all).
+
+    With `several_phases`, --phase takes one or more phases and --out is a path template
+    with {phase} in it."""
+    parser.add_argument("--variant", required=True, help="variant name (rnnopt.list_variants)")
+    parser.add_argument("--dtype", default="float32", choices=DTYPES)
+    parser.add_argument("--device", default="cpu", choices=DEVICES)
+    parser.add_argument("--batch", type=positive_int, required=True, metavar="B")
+    parser.add_argument("--seq-len", type=positive_int, required=True, metavar="T")
+    parser.add_argument("--input-size", type=positive_int, required=True, metavar="I")
+    parser.add_argument("--hidden-size", type=positive_int, required=True, metavar="H")
+    parser.add_argument(
+        "--phase", choices=phases, required=True, nargs="+" if several_phases else None
+    )
+    parser.add_argument("--threads", type=positive_int, required=True, metavar="N")
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument(
+        "--out",
+        required=True,
+        metavar="FILE.json",
+        help="record to write" + (" ({phase} is replaced by each phase)" if several_phases else ""),
+    )
+
+
+def record_fields(args: argparse.Namespace, variant=None) -> dict:
+    """Record fields of a per-variant measurement; from the flags when no Variant was built."""
+    fields = {"phase": args.phase, "shape": shape_of(args).as_dict(), "threads": args.threads}
+    if variant is not None:
+        return {**fields, "variant": variant}
+    framework, cell, _ = args.variant.split("-", 2)  # registry names: framework-cell-kind
+    return {
+        **fields,
+        "variant": args.variant,
+        "framework": framework,
+        "cell": cell,
+        "dtype": args.dtype,
+        "device": args.device,
+    }
+
+
+def config_of(args: argparse.Namespace) -> dict:
+    return {k: v for k, v in vars(args).items() if k not in ("func", "command")}
+
+
+def write_failure(
+    kind: str, args: argparse.Namespace, failure: VariantFailed, variant=None, **extra
+) -> int:
+    """The record of a measurement the variant could not complete; exit status 0.
+
+    A failure (not oom, not skipped) also prints the variant's traceback to stderr, the log.
+    """
+    status, _ = failure_of(failure.error)
+    write_record(
+        args.out,
+        make_record(
+            kind,
+            seed=args.seed,
+            config=config_of(args),
+            status=status,
+            reason=str(failure),
+            **record_fields(args, variant),
+            **extra,
+        ),
+    )
+    print(f"rnnopt {kind}: {status}: {failure}")
+    return 0
+
+
+def apply_variant_threads(args) -> dict:
+    """apply_threads(--threads) in the job of --variant on --device: torch's pools too where
+    the job uses torch. Returns the thread counts in force."""
+    return apply_threads(args.threads, use_torch=uses_torch(args.variant, args.device))
+
+
+def check_variant_name(name: str) -> None:
+    """Unknown variant names are bad flags (exit 2), not skipped measurements.
+
+    Only the registry is consulted: a variant whose module fails to import is a variant that
+    crashed (a failed record), found when `build_runner` builds it.
+    """
+    if name not in list_variants():
+        raise UserError(f"unknown variant {name!r}; available: {', '.join(list_variants())}")

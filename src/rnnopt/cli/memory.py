@@ -17,22 +17,24 @@ more call (numpy buffers allocated per time step); gc over the RSS window.
 
 from __future__ import annotations
 
-from rnnopt.measure.counters import GcMonitor, maxrss_mib
-from rnnopt.measure.harness import (
-    VariantFailed,
+from rnnopt.cli.common import (
     add_measurement_arguments,
     apply_variant_threads,
     check_variant_name,
     config_of,
-    guard_calls,
-    guarded,
-    phase_call,
     positive_float,
     positive_int,
     record_fields,
+    write_failure,
+)
+from rnnopt.measure.counters import GcMonitor, maxrss_mib
+from rnnopt.measure.harness import (
+    VariantFailed,
+    guard_calls,
+    guarded,
+    phase_call,
     runner_factory,
     shape_of,
-    write_failure,
 )
 from rnnopt.measure.heap import step_peak_of
 from rnnopt.measure.memory import MIB, CudaPeaks, rss_profile, traced_call

@@ -9,8 +9,8 @@ ran. Beside them, the CPU's theoretical FMA peak where it is known (rnnopt.measu
 
 from __future__ import annotations
 
+from rnnopt.cli.common import positive_float, positive_int
 from rnnopt.measure.fma_peak import theoretical_gflops
-from rnnopt.measure.harness import positive_float, positive_int
 from rnnopt.measure.peak import CPU_CASES, CUDA_CASES, LAYOUTS, measure_gemm
 from rnnopt.measure.threads import apply_threads, threads_match
 from rnnopt.models.variants import cuda_available

@@ -7,17 +7,16 @@ the error per step (series error_per_step), in one record of kind "precision".
 
 from __future__ import annotations
 
-from rnnopt.experiments.precision import DEFAULT_SHAPE, long_sequence_errors
-from rnnopt.measure.harness import (
-    VariantFailed,
+from rnnopt.cli.common import (
     apply_variant_threads,
     check_variant_name,
     config_of,
-    guarded,
     positive_int,
     record_fields,
     write_failure,
 )
+from rnnopt.experiments.precision import DEFAULT_SHAPE, long_sequence_errors
+from rnnopt.measure.harness import VariantFailed, guarded
 from rnnopt.models.variants import get_variant
 from rnnopt.models.variants.base import DEVICES, DTYPES
 from rnnopt.records import make_record, write_record

@@ -21,25 +21,21 @@ from __future__ import annotations
 import argparse
 from contextlib import ExitStack
 
-from rnnopt.errors import UnavailableError, UserError
-from rnnopt.measure.counters import ProcessCounters
-from rnnopt.measure.cuda_kernels import step_kernels
-from rnnopt.measure.fma_peak import native_bf16
-from rnnopt.measure.harness import (
-    VariantFailed,
+from rnnopt.cli.common import (
     add_measurement_arguments,
     apply_variant_threads,
     check_variant_name,
     config_of,
-    guard_calls,
-    phase_call,
     positive_float,
     positive_int,
-    prepare,
     record_fields,
-    shape_of,
     write_failure,
 )
+from rnnopt.errors import UnavailableError, UserError
+from rnnopt.measure.counters import ProcessCounters
+from rnnopt.measure.cuda_kernels import step_kernels
+from rnnopt.measure.fma_peak import native_bf16
+from rnnopt.measure.harness import VariantFailed, build_runner, guard_calls, phase_call, shape_of
 from rnnopt.measure.peak import ceiling_of
 from rnnopt.measure.split import gemm_only_call, split_metrics
 from rnnopt.measure.threads import apply_threads, threads_match
@@ -106,7 +102,7 @@ def time_phase(args, runner, compiles: bool, counters=None, keep_samples: bool =
     return benchmark(
         call,
         sync=sync,
-        prepare=before,
+        untimed_setup=before,
         device=runner.device,
         compiles=compiles,
         counters=counters,
@@ -192,7 +188,7 @@ def run(args) -> int:
     peak = read_record(args.peak) if args.peak else None
     variant = None
     try:
-        variant, runner = prepare(phase_args(args, phases[0]))
+        variant, runner = build_runner(phase_args(args, phases[0]))
         timed = time_phases(args, phases, runner, variant.compiles)
     except VariantFailed as failure:
         for phase in phases:

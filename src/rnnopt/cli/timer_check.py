@@ -17,18 +17,15 @@ and `tail` (our mean / our median) show how much of a gap is the statistic, not 
 
 from __future__ import annotations
 
-from rnnopt.cli.profile import add_timing_arguments, time_phase
-from rnnopt.measure.harness import (
-    VariantFailed,
+from rnnopt.cli.common import (
     add_measurement_arguments,
     check_variant_name,
     config_of,
-    guard_calls,
-    phase_call,
-    prepare,
     record_fields,
     write_failure,
 )
+from rnnopt.cli.profile import add_timing_arguments, time_phase
+from rnnopt.measure.harness import VariantFailed, build_runner, guard_calls, phase_call
 from rnnopt.measure.threads import apply_threads, threads_match
 from rnnopt.measure.timing import block_means, quartiles
 from rnnopt.records import make_record, write_record
@@ -80,7 +77,7 @@ def run(args) -> int:
     threads = apply_threads(args.threads)
     variant = None
     try:
-        variant, runner = prepare(args)
+        variant, runner = build_runner(args)
         ours = time_phase(args, runner, variant.compiles, keep_samples=True)
         call, _ = guard_calls(*phase_call(runner, args.phase))
         sync = guard_calls(runner.sync)[0]

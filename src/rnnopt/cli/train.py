@@ -8,12 +8,12 @@ variant does not offer writes a `skipped` record, an error inside the variant a 
 
 from __future__ import annotations
 
-from rnnopt.cli.common import config_of, failure, set_threads
+from rnnopt.cli.common import config_of, set_threads
 from rnnopt.errors import UserError
 from rnnopt.measure.harness import uses_torch
 from rnnopt.models.variants import get_variant, list_variants
 from rnnopt.models.variants.base import DEVICES, DTYPES
-from rnnopt.records import make_record, write_record
+from rnnopt.records import failure_of, make_record, write_record
 from rnnopt.train import data
 from rnnopt.train.loop import TrainConfig, train
 
@@ -121,7 +121,7 @@ def run(args) -> int:
     try:
         result = train(variant, dataset, config)
     except Exception as error:  # the variant broke or ran out of memory: a record, not a crash
-        status, reason = failure(error)
+        status, reason = failure_of(error)
         record = make_record("train", status=status, reason=reason, variant=variant, **fields)
     else:
         notes = [*result.notes, *getattr(variant, "notes", [])]

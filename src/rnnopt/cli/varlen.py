@@ -12,26 +12,22 @@ difference between the ways' losses says whether they agree (rnnopt.experiments.
 
 from __future__ import annotations
 
-import sys
-import traceback
-
-from rnnopt.errors import UserError
-from rnnopt.experiments import varlen
-from rnnopt.measure.harness import (
-    VariantFailed,
+from rnnopt.cli.common import (
     apply_variant_threads,
     check_variant_name,
     config_of,
-    guarded,
     positive_float,
     positive_int,
 )
+from rnnopt.errors import UserError
+from rnnopt.experiments import varlen
+from rnnopt.measure.harness import VariantFailed, guarded
 from rnnopt.measure.heap import MIB, tracked
 from rnnopt.measure.timing import summarize
 from rnnopt.models.flops import Shape
 from rnnopt.models.variants import get_variant
 from rnnopt.models.variants.base import DEVICES, DTYPES
-from rnnopt.records import make_record, status_of, write_record
+from rnnopt.records import failure_of, make_record, write_record
 from rnnopt.train import data
 from rnnopt.train.heads import head_loss
 
@@ -123,9 +119,7 @@ def run(args) -> int:
         fields = {"variant": variant}
         metrics, series, notes = measure(args, variant, dataset)
     except VariantFailed as failure:
-        status, reason = status_of(failure.error), str(failure)
-        if status == "failed":  # the variant's traceback goes to the log
-            traceback.print_exception(failure.error, file=sys.stderr)
+        status, reason = failure_of(failure.error)  # a failure's traceback goes to the log
     shape = Shape(args.batch, args.seq_len, dataset.x.shape[2], args.hidden_size)
     record = make_record(
         "varlen",

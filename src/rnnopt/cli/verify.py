@@ -15,12 +15,12 @@ import sys
 from tabulate import tabulate
 from tqdm import tqdm
 
-from rnnopt.cli.common import comma_list, config_of, failure, set_threads
+from rnnopt.cli.common import comma_list, config_of, set_threads
 from rnnopt.errors import UnavailableError, UserError
 from rnnopt.models.variants import CELLS, get_variant, list_variants
 from rnnopt.models.variants.base import DEVICES, DTYPES
 from rnnopt.models.verify import SEED, SHAPE, combinations, verify_reference, verify_variant
-from rnnopt.records import make_record, write_record
+from rnnopt.records import failure_of, make_record, write_record
 
 HEADERS = ("variant", "dtype", "device", "output", "worst gradient", "tolerance", "result")
 
@@ -120,7 +120,7 @@ def write_one(args, threads: dict) -> int:
     try:
         result = verify_variant(variant, args.seed)
     except Exception as error:  # the variant broke: a record, not a crash
-        status, reason = failure(error)
+        status, reason = failure_of(error)
         record = make_record("verify", status=status, reason=reason, variant=variant, **fields)
     else:
         metrics = {
@@ -150,7 +150,7 @@ def print_table(args) -> int:
             rows.append([name, dtype, device, "", "", "", f"SKIP: {error}"])
             continue
         except Exception as error:
-            rows.append([name, dtype, device, "", "", "", f"ERROR: {failure(error)[1]}"])
+            rows.append([name, dtype, device, "", "", "", f"ERROR: {failure_of(error)[1]}"])
             continue
         rows.append(_result_row(name, dtype, device, result))
     print(tabulate(rows, headers=HEADERS, disable_numparse=True))

@@ -101,10 +101,10 @@ class PackedTorchStepper(TorchStepper):
         super().__init__(variant, *args)
         self.module = PackedLayer(library_layer(self))
 
-    def prepare(self, x, target, lengths):
+    def to_native(self, x, target, lengths):
         from torch.nn.utils.rnn import pack_padded_sequence
 
-        x_t, target_t, rows, cols = super().prepare(x, target, lengths)
+        x_t, target_t, rows, cols = super().to_native(x, target, lengths)
         lengths_cpu = self.torch.from_numpy(np.asarray(lengths, dtype=np.int64))
         packed = pack_padded_sequence(x_t, lengths_cpu, batch_first=True, enforce_sorted=False)
         return packed, target_t, rows, cols
@@ -146,7 +146,9 @@ def make_way(name, variant, dataset, batch, hidden_size, optimizer, hyper, seed)
     for indices in plan:
         longest = int(dataset.lengths[indices].max())
         x = dataset.x[indices, :longest]
-        micro_batches.append(stepper.prepare(x, dataset.target[indices], dataset.lengths[indices]))
+        micro_batches.append(
+            stepper.to_native(x, dataset.target[indices], dataset.lengths[indices])
+        )
     return Way(name, stepper, packed, micro_batches, padding_of(dataset.lengths, plan, packed))
 
 

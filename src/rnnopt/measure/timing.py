@@ -11,7 +11,7 @@
    IQR / median > 0.10.
 
 A measured call is `call(); sync()` bracketed by `time.perf_counter_ns` on CPU, or by CUDA
-events on a GPU. An optional `prepare` (the untimed forward before a timed backward) runs and
+events on a GPU. An optional `untimed_setup` (the untimed forward before a timed backward) runs and
 syncs before the bracket. Process counters run inside the bracket's stretch only.
 
 `benchmark_segments` runs the same protocol on a call made of consecutive segments (a training
@@ -64,20 +64,20 @@ def make_measure(
     call: Call,
     *,
     sync: Call = lambda: None,
-    prepare: Call | None = None,
+    untimed_setup: Call | None = None,
     timer: Callable[[Call, Call], int] = perf_counter_timer,
     counters=None,
     clock: Callable[[], int] = time.perf_counter_ns,
 ) -> Measure:
-    """A `Measure` of `call`: prepare + sync untimed, then the timed bracket.
+    """A `Measure` of `call`: untimed_setup + sync untimed, then the timed bracket.
 
     `counters` (a ProcessCounters, optional) is started and stopped around the bracket only.
     """
 
     def measure() -> tuple[int, int]:
         wall_start = clock()
-        if prepare is not None:
-            prepare()
+        if untimed_setup is not None:
+            untimed_setup()
         sync()
         if counters is not None:
             counters.start()
@@ -325,7 +325,7 @@ def benchmark(
     call: Call,
     *,
     sync: Call = lambda: None,
-    prepare: Call | None = None,
+    untimed_setup: Call | None = None,
     device: str = "cpu",
     compiles: bool = False,
     min_time_s: float = 1.0,
@@ -338,8 +338,12 @@ def benchmark(
     `per_call` / `gc` when `counters` is given; `samples_ms`, every timed call in order, with
     `keep_samples`)."""
     timer = timer_for(device)
-    warm = warm_up(make_measure(call, sync=sync, prepare=prepare, timer=timer), max_warmup_calls)
-    measure = make_measure(call, sync=sync, prepare=prepare, timer=timer, counters=counters)
+    warm = warm_up(
+        make_measure(call, sync=sync, untimed_setup=untimed_setup, timer=timer), max_warmup_calls
+    )
+    measure = make_measure(
+        call, sync=sync, untimed_setup=untimed_setup, timer=timer, counters=counters
+    )
     kept = [] if warm.kept_ns is None else [warm.kept_ns]
     samples = time_calls(measure, min_time_s, min_calls, first=kept)
     time_ms = summarize(samples)

@@ -168,7 +168,7 @@ def _run_steps(stepper, dataset, n_training: int, evaluator, config: TrainConfig
     evaluate(0)
     for step, indices in enumerate(tqdm(schedule, total=config.steps, disable=not show)):
         micro_batches = [
-            stepper.prepare(*(array[part] for array in dataset_arrays(dataset)))
+            stepper.to_native(*(array[part] for array in dataset_arrays(dataset)))
             for part in np.split(indices, config.accumulate)
         ]
         normalizer = stepper.loss.normalizer(dataset.lengths[indices], dataset.x.shape[1])

@@ -1,6 +1,6 @@
 """One optimiser step of layer + head + loss, per framework, behind one interface.
 
-A stepper owns the model state in the variant's native form. `prepare` converts one
+A stepper owns the model state in the variant's native form. `to_native` converts one
 micro-batch (numpy float64 slices of the dataset) outside any timed region; `step` runs
 forward, loss, backward over the micro-batches, accumulating gradients, then measures the global
 gradient norm (clipping it when asked) and updates every parameter, layer and head alike.
@@ -45,7 +45,7 @@ class NumpyStepper:
         """x (B, T, I) float64 in the variant's dtype."""
         return self.variant.cast(x)
 
-    def prepare(self, x: np.ndarray, target: np.ndarray, lengths: np.ndarray):
+    def to_native(self, x: np.ndarray, target: np.ndarray, lengths: np.ndarray):
         rows, cols = self.loss.positions(lengths, x.shape[1])
         targets = self.loss.targets(target, rows, cols)
         if targets.dtype.kind == "f":  # class indices stay int64
@@ -126,7 +126,7 @@ class TorchStepper:
     def _index(self, array: np.ndarray):
         return self.torch.from_numpy(np.ascontiguousarray(array, dtype=np.int64)).to(self.device)
 
-    def prepare(self, x: np.ndarray, target: np.ndarray, lengths: np.ndarray):
+    def to_native(self, x: np.ndarray, target: np.ndarray, lengths: np.ndarray):
         rows, cols = self.loss.positions(lengths, x.shape[1])
         targets = self.loss.targets(target, rows, cols)
         index = self._index
