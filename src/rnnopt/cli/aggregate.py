@@ -6,7 +6,7 @@ Writes metrics.parquet and metrics.csv (one row per record and metric) and serie
 
 from __future__ import annotations
 
-from pathlib import Path
+from rnnopt.cli.common import output_paths
 
 
 def register(subparsers) -> None:
@@ -24,15 +24,6 @@ def add_aggregate_arguments(parser, results_flag: str = "--results") -> None:
     parser.add_argument("--metrics", help="metrics table (default RESULTS/metrics.parquet)")
     parser.add_argument("--csv", help="metrics as CSV (default RESULTS/metrics.csv)")
     parser.add_argument("--series", help="series table (default RESULTS/series.parquet)")
-
-
-def output_paths(results: str, args) -> tuple[Path, Path, Path]:
-    root = Path(results)
-    return (
-        Path(args.metrics or root / "metrics.parquet"),
-        Path(args.csv or root / "metrics.csv"),
-        Path(args.series or root / "series.parquet"),
-    )
 
 
 def run(args) -> int:

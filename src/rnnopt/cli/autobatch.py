@@ -15,13 +15,13 @@ from __future__ import annotations
 import argparse
 
 from rnnopt.cli.common import (
+    add_timing_arguments,
     apply_variant_threads,
     check_variant_name,
     config_of,
     positive_float,
     positive_int,
 )
-from rnnopt.cli.profile import add_timing_arguments
 from rnnopt.experiments import autobatch
 from rnnopt.experiments.autobatch import NothingFits, Point
 from rnnopt.measure.harness import VariantFailed, guard_calls, guarded, make_inputs, phase_call

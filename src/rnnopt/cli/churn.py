@@ -22,13 +22,13 @@ import gc
 
 from rnnopt.cli.common import (
     add_measurement_arguments,
+    add_timing_arguments,
     apply_variant_threads,
     check_variant_name,
     config_of,
     record_fields,
     write_failure,
 )
-from rnnopt.cli.profile import add_timing_arguments
 from rnnopt.measure.counters import ProcessCounters
 from rnnopt.measure.harness import (
     VariantFailed,

@@ -4,6 +4,7 @@ and failure records of a per-variant measurement, thread settings from the flags
 from __future__ import annotations
 
 import argparse
+from pathlib import Path
 
 from rnnopt.errors import UserError
 from rnnopt.measure.harness import VariantFailed, shape_of, uses_torch
@@ -144,3 +145,19 @@ def check_variant_name(name: str) -> None:
     """
     if name not in list_variants():
         raise UserError(f"unknown variant {name!r}; available: {', '.join(list_variants())}")
+
+
+def add_timing_arguments(parser) -> None:
+    parser.add_argument("--min-time-s", type=positive_float, default=1.0)
+    parser.add_argument("--min-calls", type=positive_int, default=10)
+    parser.add_argument("--max-warmup-calls", type=positive_int, default=10)
+
+
+def output_paths(results: str, args) -> tuple[Path, Path, Path]:
+    """The aggregate's tables: --metrics, --csv, --series, by default in `results`."""
+    root = Path(results)
+    return (
+        Path(args.metrics or root / "metrics.parquet"),
+        Path(args.csv or root / "metrics.csv"),
+        Path(args.series or root / "series.parquet"),
+    )

@@ -19,35 +19,25 @@ algorithm ran.
 from __future__ import annotations
 
 import argparse
-from contextlib import ExitStack
 
 from rnnopt.cli.common import (
     add_measurement_arguments,
+    add_timing_arguments,
     apply_variant_threads,
     check_variant_name,
     config_of,
-    positive_float,
-    positive_int,
     record_fields,
     write_failure,
 )
 from rnnopt.errors import UnavailableError, UserError
-from rnnopt.measure.counters import ProcessCounters
 from rnnopt.measure.cuda_kernels import step_kernels
 from rnnopt.measure.fma_peak import native_bf16
-from rnnopt.measure.harness import VariantFailed, build_runner, guard_calls, phase_call, shape_of
+from rnnopt.measure.harness import VariantFailed, build_runner, shape_of
 from rnnopt.measure.peak import ceiling_of
-from rnnopt.measure.split import gemm_only_call, split_metrics
+from rnnopt.measure.profile import TRAINING_STEP_NOTE, time_gemm_split, time_phases
 from rnnopt.measure.threads import apply_threads, threads_match
-from rnnopt.measure.timing import benchmark, benchmark_segments
 from rnnopt.models.flops import PHASES, derived_metrics
 from rnnopt.records import make_record, read_record, write_record
-
-
-def add_timing_arguments(parser) -> None:
-    parser.add_argument("--min-time-s", type=positive_float, default=1.0)
-    parser.add_argument("--min-calls", type=positive_int, default=10)
-    parser.add_argument("--max-warmup-calls", type=positive_int, default=10)
 
 
 def register(subparsers) -> None:
@@ -83,86 +73,6 @@ def emulated_dtype(args) -> str | None:
     return (
         "no native bfloat16 on this CPU (no avx512_bf16 / amx_bf16 flag): autocast emulates "
         "it, several times slower; timed at the smaller shapes only (native_only)"
-    )
-
-
-def timing_budget(args) -> dict:
-    """The stopping rules of the timing protocol, from the flags."""
-    return {
-        "min_time_s": args.min_time_s,
-        "min_calls": args.min_calls,
-        "max_warmup_calls": args.max_warmup_calls,
-    }
-
-
-def time_phase(args, runner, compiles: bool, counters=None, keep_samples: bool = False) -> dict:
-    """The timing protocol on the runner's phase; variant errors surface as VariantFailed."""
-    call, before = guard_calls(*phase_call(runner, args.phase))
-    sync = guard_calls(runner.sync)[0]
-    return benchmark(
-        call,
-        sync=sync,
-        untimed_setup=before,
-        device=runner.device,
-        compiles=compiles,
-        counters=counters,
-        keep_samples=keep_samples,
-        **timing_budget(args),
-    )
-
-
-TRAINING_STEP_NOTE = (
-    "timed in one loop of training steps: forward and backward are segments of the step "
-    "(forward, backward, update), each in its own bracket"
-)
-
-
-def time_training_steps(args, runner, compiles: bool) -> dict[str, dict]:
-    """Metrics of forward, backward and step from one loop of training steps."""
-    names = ("forward", "backward", "update")
-    calls = guard_calls(runner.forward, runner.backward, runner.update)
-    with ExitStack() as stack:
-        counters = {
-            phase: stack.enter_context(ProcessCounters())
-            for phase in ("forward", "backward", "step")
-        }
-        return benchmark_segments(
-            list(zip(names, calls, strict=True)),
-            sync=guard_calls(runner.sync)[0],
-            device=runner.device,
-            compiles=compiles,
-            counters=counters,
-            total="step",
-            **timing_budget(args),
-        )
-
-
-def time_phases(args, phases: list[str], runner, compiles: bool) -> dict[str, dict]:
-    """Metrics per phase: a forward alone by itself, otherwise one loop of training steps."""
-    if phases == ["forward"]:
-        with ProcessCounters() as counters:
-            return {"forward": time_phase(phase_args(args, "forward"), runner, compiles, counters)}
-    return time_training_steps(args, runner, compiles)
-
-
-# The GEMM-only loop runs on buffers the phase has already warmed and compiles nothing: two
-# warm-up calls suffice, and keep the split within the run's budget at the fastrnns shape.
-SPLIT_WARMUP_CALLS = 2
-
-
-def time_gemm_split(args, runner, phase_median_ms: float) -> dict:
-    """split.* metrics (rnnopt.measure.split) where the runner can run the phase's GEMMs alone."""
-    gemm_call = gemm_only_call(runner, args.phase)
-    if gemm_call is None:
-        return {}
-    return split_metrics(
-        guard_calls(gemm_call)[0],
-        phase_median_ms,
-        sync=guard_calls(runner.sync)[0],
-        device=runner.device,
-        min_time_s=args.min_time_s,
-        min_calls=args.min_calls,
-        max_warmup_calls=min(SPLIT_WARMUP_CALLS, args.max_warmup_calls),
     )
 
 

@@ -4,7 +4,7 @@ record under RESULTS (what `snakemake report_only` runs: no measurement reruns).
 
 from __future__ import annotations
 
-from rnnopt.cli.aggregate import output_paths
+from rnnopt.cli.common import output_paths
 
 
 def register(subparsers) -> None:

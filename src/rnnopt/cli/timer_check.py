@@ -19,13 +19,14 @@ from __future__ import annotations
 
 from rnnopt.cli.common import (
     add_measurement_arguments,
+    add_timing_arguments,
     check_variant_name,
     config_of,
     record_fields,
     write_failure,
 )
-from rnnopt.cli.profile import add_timing_arguments, time_phase
 from rnnopt.measure.harness import VariantFailed, build_runner, guard_calls, phase_call
+from rnnopt.measure.profile import time_phase
 from rnnopt.measure.threads import apply_threads, threads_match
 from rnnopt.measure.timing import block_means, quartiles
 from rnnopt.records import make_record, write_record
@@ -78,7 +79,7 @@ def run(args) -> int:
     variant = None
     try:
         variant, runner = build_runner(args)
-        ours = time_phase(args, runner, variant.compiles, keep_samples=True)
+        ours = time_phase(args, args.phase, runner, variant.compiles, keep_samples=True)
         call, _ = guard_calls(*phase_call(runner, args.phase))
         sync = guard_calls(runner.sync)[0]
         # As much timed work as ours: with slow calls, min_time_s alone would give Timer's
