@@ -2,8 +2,8 @@
 
 import pytest
 
-from rnnopt.measure.fma_peak import native_bf16, theoretical_gflops
-from rnnopt.measure.peak import ceiling_of
+from rnnopt.measure.host import native_bf16
+from rnnopt.measure.peak import ceiling_of, theoretical_gflops
 from rnnopt.models.flops import (
     Shape,
     derived_metrics,

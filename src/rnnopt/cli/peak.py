@@ -4,14 +4,14 @@ Cases: numpy float64/float32, torch CPU float64/float32/bfloat16, and torch CUDA
 float64/float32/tfloat32/float16/bfloat16 when a GPU is present, each in every operand layout
 (rnnopt.measure.peak.LAYOUTS) at the first --size and in the best of them at the others, keeping its
 best. A case that cannot run here is left out with a note; the record is `ok` if any case
-ran. Beside them, the CPU's theoretical FMA peak where it is known (rnnopt.measure.fma_peak).
+ran. Beside them, the CPU's theoretical FMA peak where it is known
+(rnnopt.measure.peak.theoretical_gflops).
 """
 
 from __future__ import annotations
 
 from rnnopt.cli.common import positive_float, positive_int
-from rnnopt.measure.fma_peak import theoretical_gflops
-from rnnopt.measure.peak import CPU_CASES, CUDA_CASES, LAYOUTS, measure_gemm
+from rnnopt.measure.peak import CPU_CASES, CUDA_CASES, LAYOUTS, measure_gemm, theoretical_gflops
 from rnnopt.measure.threads import apply_threads, threads_match
 from rnnopt.models.variants import cuda_available
 from rnnopt.records import make_record, write_record

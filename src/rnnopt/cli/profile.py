@@ -31,8 +31,8 @@ from rnnopt.cli.common import (
 )
 from rnnopt.errors import UnavailableError, UserError
 from rnnopt.measure.cuda_kernels import step_kernels
-from rnnopt.measure.fma_peak import native_bf16
 from rnnopt.measure.harness import VariantFailed, build_runner, shape_of
+from rnnopt.measure.host import native_bf16
 from rnnopt.measure.peak import ceiling_of
 from rnnopt.measure.profile import TRAINING_STEP_NOTE, time_gemm_split, time_phases
 from rnnopt.measure.threads import apply_threads, threads_match

@@ -26,10 +26,10 @@ from collections.abc import Callable
 from pathlib import Path
 
 from rnnopt.measure.harness import make_inputs, phase_call
+from rnnopt.measure.memory import MIB
 from rnnopt.models.flops import Shape
 from rnnopt.models.variants import get_variant
 
-MIB = 2**20
 WARMUP_CALLS = 2
 
 

@@ -20,6 +20,7 @@ from collections.abc import Callable
 
 import numpy as np
 
+from rnnopt.measure.host import cpuinfo_fields, host_cpuinfo
 from rnnopt.measure.timing import benchmark, timer_for
 
 CPU_CASES = (
@@ -128,3 +129,48 @@ def ceiling_of(peak_record: dict, device: str, dtype: str) -> dict | None:
         return None
     best, library = max(reached)
     return {"gflops": best, "library": library, "dtype": dtype}
+
+
+# The theoretical FMA peak of the CPU, shown beside the measured ceiling (never the roofline).
+#
+# peak GFLOP/s = threads x MHz x FMA pipes x 2 (an FMA is two FLOPs) x lanes, with lanes = the
+# datapath width / the dtype's bits. The datapath is the widest vector ISA the CPU reports
+# (/proc/cpuinfo flags: avx512f 512 bits, avx2 256, else 128), except on AMD before Zen 5
+# (family < 0x1a), whose cores execute AVX-512 as two 256-bit halves. FMA_PIPES = 2: every
+# x86 server core since Haswell / Zen 1 issues two vector FMAs per cycle. The frequency is
+# /proc/cpuinfo's `cpu MHz`: in a VM that is the nominal (TSC) clock, so a boosting core can
+# beat this "peak"; it is context, and the measured ceiling stays the reference.
+FMA_PIPES = 2
+
+DTYPE_BITS = {"float64": 64, "float32": 32}
+
+ZEN5_FAMILY = 0x1A
+
+
+def datapath_bits(fields: dict[str, str]) -> int:
+    flags = set(fields.get("flags", "").split())
+    if "avx512f" in flags:
+        amd = fields.get("vendor_id") == "AuthenticAMD"
+        family = int(fields.get("cpu family", "0") or 0)
+        return 256 if amd and family < ZEN5_FAMILY else 512
+    return 256 if "avx2" in flags else 128
+
+
+def theoretical_gflops(threads: int, cpuinfo: str | None = None) -> dict:
+    """{"float64", "float32": GFLOP/s, "mhz", "datapath_bits", "fma_pipes"}; {} when unknown."""
+    cpuinfo = host_cpuinfo() if cpuinfo is None else cpuinfo
+    if cpuinfo is None:
+        return {}
+    fields = cpuinfo_fields(cpuinfo)
+    try:
+        mhz = float(fields["cpu MHz"])
+    except (KeyError, ValueError):
+        return {}
+    bits = datapath_bits(fields)
+    per_cycle = {dtype: FMA_PIPES * 2 * bits // width for dtype, width in DTYPE_BITS.items()}
+    return {
+        **{dtype: threads * mhz * flops / 1e3 for dtype, flops in per_cycle.items()},
+        "mhz": mhz,
+        "datapath_bits": bits,
+        "fma_pipes": FMA_PIPES,
+    }

@@ -41,8 +41,13 @@ SAVED_PER_UNIT = {"lstm": 5, "rnn": 0}
 DTYPE_BYTES = {"float64": 8, "float32": 4, "tfloat32": 4, "bfloat16": 2, "float16": 2}
 
 
+SHAPE_KEYS = ("batch", "seq_len", "input_size", "hidden_size")
+
+
 @dataclass(frozen=True)
 class Shape:
+    """One layer call's sizes; SHAPE_KEYS names them in records and configs."""
+
     batch: int
     seq_len: int
     input_size: int

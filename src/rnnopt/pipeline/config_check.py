@@ -20,10 +20,10 @@ import yaml
 from jsonschema.exceptions import best_match
 
 from rnnopt.errors import UserError
+from rnnopt.models.flops import SHAPE_KEYS
 from rnnopt.models.variants import list_variants
 
 SCHEMA_PATH = Path(__file__).resolve().parents[1] / "schemas" / "config.schema.yaml"
-SHAPE_KEYS = ("batch", "seq_len", "input_size", "hidden_size")
 MEASURE_KEYS = ("variant", "dtype", "device", *SHAPE_KEYS, "phase", "threads")
 
 

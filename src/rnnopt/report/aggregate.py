@@ -18,6 +18,7 @@ from pathlib import Path
 import pandas as pd
 
 from rnnopt.errors import UserError
+from rnnopt.models.flops import SHAPE_KEYS
 from rnnopt.records import SCHEMA_ID, validate
 
 # Directories under results/<run>/ that hold records (datasets, logs and caches do not).
@@ -33,7 +34,6 @@ STAGES = (
     "autobatch",
     "varlen",
 )
-SHAPE_KEYS = ("batch", "seq_len", "input_size", "hidden_size")
 # Cache sizes of one core of the host (env.cpu_caches, bytes): the C13 figure marks them.
 CACHE_COLUMNS = ("l1d_bytes", "l2_bytes", "l3_bytes")
 RECORD_COLUMNS = (

@@ -5,8 +5,8 @@ from __future__ import annotations
 import pandas as pd
 
 from rnnopt.report import wide
+from rnnopt.report.wide import NONE
 
-NONE = "-"
 COLUMNS = ["experiment", "claim", "run", "result", "verdict"]
 
 
@@ -27,7 +27,7 @@ def format_bytes(n: float) -> str:
 
 
 def runs(metrics: pd.DataFrame) -> list[str]:
-    return sorted(metrics["run"].dropna().unique()) or [NONE]
+    return wide.runs(metrics, placeholder=True)
 
 
 def missing_row(experiment: str, claim: str, why: str) -> dict:

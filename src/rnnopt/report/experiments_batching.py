@@ -24,6 +24,7 @@ import pandas as pd
 
 from rnnopt.report import wide
 from rnnopt.report.experiments_batching_figures import FIGURES, draw, points_of
+from rnnopt.report.wide import NONE
 
 __all__ = ["ABOUT", "FIGURES", "draw", "table"]
 
@@ -39,11 +40,6 @@ ABOUT = (
     f"{LINEAR_R2} for a linear memory model; epoch-time interval above 1x with equal losses; "
     "losses within the dtype's tolerance (rnnopt.experiments.varlen.LOSS_RTOL)."
 )
-NONE = "-"
-
-
-def _runs(metrics: pd.DataFrame) -> list[str]:
-    return sorted(metrics["run"].dropna().unique()) or [NONE]
 
 
 def _value(row, name: str):
@@ -155,7 +151,7 @@ def table(metrics: pd.DataFrame, series: pd.DataFrame) -> pd.DataFrame:
     """experiment, guide, run, result, verdict: the batching experiments of every run."""
     auto, varlen = wide.records(metrics, "autobatch"), wide.records(metrics, "varlen")
     rows = []
-    for run in _runs(metrics):
+    for run in wide.runs(metrics, placeholder=True):
         found = []
         for _, row in auto[auto["run"] == run].iterrows():
             found += _autobatch_rows(row, points_of(series, row["source"]))

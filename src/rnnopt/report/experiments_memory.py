@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import pandas as pd
 
+from rnnopt.models.flops import SHAPE_KEYS
 from rnnopt.report import wide
 from rnnopt.report.experiment_rows import (
     COLUMNS,
@@ -147,7 +148,7 @@ def gc_pairs(metrics: pd.DataFrame) -> pd.DataFrame:
     if churn.empty or "gc_enabled" not in churn:
         return pd.DataFrame()
     keys = ["run", "variant", "dtype", "device", "phase", "threads"]
-    keys += ["batch", "seq_len", "input_size", "hidden_size"]
+    keys += list(SHAPE_KEYS)
     on, off = churn[churn["gc_enabled"] == 1], churn[churn["gc_enabled"] == 0]
     return on.merge(off, on=keys, suffixes=("_on", "_off"))
 

@@ -12,8 +12,8 @@ from __future__ import annotations
 import pandas as pd
 
 from rnnopt.report import wide
+from rnnopt.report.wide import NONE
 
-NONE = "-"
 SOURCE = "DeepBench, NVIDIA V100 (published; another GPU)"
 DEEPBENCH_V100_FORWARD_MS = (
     ({"batch": 64, "seq_len": 25, "hidden_size": 512}, {"float32": 1.341, "float16": 0.79}),

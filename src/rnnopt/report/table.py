@@ -9,12 +9,7 @@ from rnnopt.report import wide
 from rnnopt.report.comparisons import COMPARISONS, Comparison
 from rnnopt.report.outcomes import Outcome, RunData, measure
 from rnnopt.report.verdicts import verdict
-
-NONE = "-"
-
-
-def runs(metrics: pd.DataFrame) -> list[str]:
-    return sorted(metrics["run"].dropna().unique())
+from rnnopt.report.wide import NONE, runs
 
 
 def run_data(metrics: pd.DataFrame) -> dict[str, RunData]:

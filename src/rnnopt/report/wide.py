@@ -37,6 +37,7 @@ USED_METRICS = (
     "cuda_kernel_launches",
     "cudnn_persistent",
 )
+NONE = "-"  # a table cell with nothing measured
 DTYPE_SHORT = {
     "float64": "f64",
     "float32": "f32",
@@ -118,3 +119,10 @@ def failed_verification(metrics: pd.DataFrame) -> set[tuple[str, str, str, str]]
     passed = verify["passed"] if "passed" in verify else pd.Series(float("nan"), verify.index)
     bad = verify[(verify["status"] == "failed") | ((verify["status"] == "ok") & (passed != 1))]
     return {tuple(row) for row in bad[["run", "variant", "dtype", "device"]].itertuples(False)}
+
+
+def runs(metrics: pd.DataFrame, placeholder: bool = False) -> list[str]:
+    """The runs in `metrics`, sorted; with `placeholder`, [NONE] where there is none, for
+    tables that keep a row saying so."""
+    found = sorted(metrics["run"].dropna().unique())
+    return found or ([NONE] if placeholder else [])

@@ -1,4 +1,4 @@
-"""The variant contract (see docs/design.md): what every variant is and offers.
+"""The variant contract (docs/layout.md, README "Python API"): what every variant is and offers.
 
 A variant is one implementation of one recurrent layer (tanh RNN or LSTM) at one dtype and
 device. At the boundary everything is numpy: `forward(params, x) -> y` and
