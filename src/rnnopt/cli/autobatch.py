@@ -21,11 +21,13 @@ from rnnopt.cli.common import (
     config_of,
     positive_float,
     positive_int,
+    unbuilt_variant,
 )
 from rnnopt.experiments import autobatch
 from rnnopt.experiments.autobatch import NothingFits, Point
 from rnnopt.measure.harness import VariantFailed, guard_calls, guarded, make_inputs, phase_call
 from rnnopt.measure.heap import step_peak
+from rnnopt.measure.profile import timing_budget
 from rnnopt.measure.timing import benchmark
 from rnnopt.models.flops import PHASES, Shape
 from rnnopt.models.variants import get_variant
@@ -94,9 +96,7 @@ class Measurer:
             untimed_setup=before,
             device=runner.device,
             compiles=self.variant.compiles,
-            min_time_s=args.min_time_s,
-            min_calls=args.min_calls,
-            max_warmup_calls=args.max_warmup_calls,
+            **timing_budget(args),
         )
         return shape.tokens / (metrics["time_ms"]["median"] / 1e3)
 
@@ -104,9 +104,7 @@ class Measurer:
 def run(args) -> int:
     check_variant_name(args.variant)
     threads = apply_variant_threads(args)
-    framework, cell, _ = args.variant.split("-", 2)
-    fields = {"variant": args.variant, "framework": framework, "cell": cell,
-              "dtype": args.dtype, "device": args.device}  # fmt: skip
+    fields = unbuilt_variant(args)
     common = {"seed": args.seed, "config": config_of(args), "phase": args.phase,
               "threads": args.threads, "threads_effective": threads}  # fmt: skip
     measurer = None

@@ -38,6 +38,7 @@ from rnnopt.measure.harness import (
     phase_call,
     shape_of,
 )
+from rnnopt.measure.profile import timing_budget
 from rnnopt.measure.timing import benchmark
 from rnnopt.models.flops import derived_metrics
 from rnnopt.records import make_record, write_record
@@ -113,9 +114,7 @@ def timed(args, variant, runner) -> dict:
                 untimed_setup=before,
                 device=runner.device,
                 compiles=variant.compiles,
-                min_time_s=args.min_time_s,
-                min_calls=args.min_calls,
-                max_warmup_calls=args.max_warmup_calls,
+                **timing_budget(args),
                 counters=counters,
             )
     finally:

@@ -10,7 +10,7 @@ from rnnopt.errors import UserError
 from rnnopt.measure.harness import VariantFailed, shape_of, uses_torch
 from rnnopt.measure.threads import apply_threads
 from rnnopt.models.flops import PHASES
-from rnnopt.models.variants import list_variants
+from rnnopt.models.variants import list_variants, name_parts
 from rnnopt.models.variants.base import DEVICES, DTYPES
 from rnnopt.records import failure_of, make_record, write_record
 
@@ -92,9 +92,13 @@ def record_fields(args: argparse.Namespace, variant=None) -> dict:
     fields = {"phase": args.phase, "shape": shape_of(args).as_dict(), "threads": args.threads}
     if variant is not None:
         return {**fields, "variant": variant}
-    framework, cell, _ = args.variant.split("-", 2)  # registry names: framework-cell-kind
+    return {**fields, **unbuilt_variant(args)}
+
+
+def unbuilt_variant(args) -> dict:
+    """The record's variant fields from the flags, for a variant that could not be built."""
+    framework, cell, _ = name_parts(args.variant)
     return {
-        **fields,
         "variant": args.variant,
         "framework": framework,
         "cell": cell,

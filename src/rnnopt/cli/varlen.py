@@ -18,6 +18,7 @@ from rnnopt.cli.common import (
     config_of,
     positive_float,
     positive_int,
+    unbuilt_variant,
 )
 from rnnopt.errors import UserError
 from rnnopt.experiments import varlen
@@ -110,9 +111,7 @@ def run(args) -> int:
     threads = apply_variant_threads(args)
     dataset = data.generate(args.task, args.n_sequences, args.seq_len, args.seed,
                             variable_length=True, min_length=args.min_length)  # fmt: skip
-    framework, cell, _ = args.variant.split("-", 2)
-    fields = {"variant": args.variant, "framework": framework, "cell": cell,
-              "dtype": args.dtype, "device": args.device}  # fmt: skip
+    fields = unbuilt_variant(args)
     status, reason, metrics, series, notes = "ok", None, {}, {}, []
     try:
         variant = guarded(get_variant, args.variant, dtype=args.dtype, device=args.device)

@@ -28,7 +28,7 @@ from pathlib import Path
 from rnnopt.measure.harness import make_inputs, phase_call
 from rnnopt.measure.memory import MIB
 from rnnopt.models.flops import Shape
-from rnnopt.models.variants import get_variant
+from rnnopt.models.variants import get_variant, name_parts
 
 WARMUP_CALLS = 2
 
@@ -136,7 +136,7 @@ def step_peak(
     The float64 inputs (params, x (B, T, I), grad_y (B, T, H)) are made before any window;
     the runner's conversions of them are inside it. Raises what the variant raises.
     """
-    cell = variant_name.split("-")[1]
+    _, cell, _ = name_parts(variant_name)
     params, x, grad_y = make_inputs(cell, shape, seed)
 
     def make_runner():

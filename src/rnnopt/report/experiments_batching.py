@@ -24,13 +24,11 @@ import pandas as pd
 
 from rnnopt.report import wide
 from rnnopt.report.experiments_batching_figures import FIGURES, draw, points_of
+from rnnopt.report.verdicts import LINEAR_R2, MIN_TIMED_EPOCHS, SAME_THROUGHPUT
 from rnnopt.report.wide import NONE
 
 __all__ = ["ABOUT", "FIGURES", "draw", "table"]
 
-LINEAR_R2 = 0.98  # peak vs B this close to a line: the linear memory model holds
-SAME_THROUGHPUT = 0.05  # the largest fitting batch within 5% of the best fitting one's tokens/s
-MIN_TIMED_EPOCHS = 3  # fewer epochs give no spread: no speed verdict
 ABOUT = (
     "Automatic batch size: every batch tried (doubling, then probes guided by a linear fit of "
     "the peak against B), tokens/s by the timing protocol, peak heap by rnnopt.measure.heap; "

@@ -35,10 +35,8 @@ from rnnopt.report.experiments_precision import (
     precision_points,
     precision_rows,
 )
-from rnnopt.report.verdicts import GC_SHARE_MATTERS, SAME_LOSS
+from rnnopt.report.verdicts import CACHE_DROP, GC_SHARE_MATTERS, MIN_SWEEP_POINTS, SAME_LOSS
 
-CACHE_DROP = 0.70  # beyond L3 below 70% of the best GFLOP/s inside the caches: a visible drop
-MIN_SWEEP_POINTS = 3  # hidden sizes that make a sweep
 ITEMSIZE = {"float64": 8, "float32": 4, "tfloat32": 4, "bfloat16": 2, "float16": 2}
 CACHE_LEVELS = (("l1d", "L1d"), ("l2", "L2"), ("l3", "L3"))
 ABOUT = (

@@ -14,9 +14,8 @@ import pandas as pd
 
 from rnnopt.report import wide
 from rnnopt.report.experiment_rows import missing_row, number, ok_records
-from rnnopt.report.verdicts import SAME_LOSS
+from rnnopt.report.verdicts import OUTPUT_ERROR_MATTERS, SAME_LOSS
 
-OUTPUT_ERROR_MATTERS = 1e-2  # max |h - h_float64| above 1% of tanh's range
 # Held-out losses compare with the most precise of these dtypes that was trained.
 REFERENCE_DTYPES = ("float64", "float32")
 

@@ -5,7 +5,8 @@ The verdict: "not measured here: <why>" when nothing could be judged or a compar
 failed verification; "supported" when every judged criterion holds; otherwise
 "not supported: <what failed>". A row measured at several shapes (small, fastrnns, sweeps)
 is judged at each shape alone, and the verdict says where the claim holds: a claim whose
-outcome depends on the shape is a finding. Thresholds are the constants below.
+outcome depends on the shape is a finding. Thresholds, the experiments' too, are the constants
+below: one place.
 """
 
 from __future__ import annotations
@@ -23,6 +24,13 @@ THROUGHPUT_GAIN = 1.10  # best batch >= 1.1x the tokens/s of the smallest: batch
 # A run learned when its final held-out loss is at most 30% of the predict-the-mean baseline of
 # the held-out split (issue 8): well below what any constant prediction reaches.
 LEARNED_RATIO = 0.30
+# The experiments' criteria (report/experiments_*.py).
+LINEAR_R2 = 0.98  # peak vs B this close to a line: the linear memory model holds
+SAME_THROUGHPUT = 0.05  # the largest fitting batch within 5% of the best fitting one's tokens/s
+MIN_TIMED_EPOCHS = 3  # fewer epochs give no spread: no speed verdict
+CACHE_DROP = 0.70  # beyond L3 below 70% of the best GFLOP/s inside the caches: a visible drop
+MIN_SWEEP_POINTS = 3  # hidden sizes that make a sweep
+OUTPUT_ERROR_MATTERS = 1e-2  # max |h - h_float64| above 1% of tanh's range
 
 Check = tuple[bool | None, str]
 
