@@ -127,12 +127,12 @@ TINY = ["--variant", "numpy-lstm-fused", "--dtype", "float64", "--seq-len", "3",
 
 def test_autobatch_command_writes_a_record(tmp_path, monkeypatch):
     """The command on a fake heap instrument (peak = 1 + 0.25 B MiB): the pick and the record."""
-    from rnnopt.cli import autobatch as command
+    from rnnopt.experiments import autobatch as protocol
 
     def fake_peak(variant_name, dtype, device, shape, phase, seed=0):
         return {"peak_mib": 1.0 + 0.25 * shape.batch, "instrument": "fake"}
 
-    monkeypatch.setattr(command, "step_peak", fake_peak)
+    monkeypatch.setattr(protocol, "step_peak", fake_peak)  # the Measurer's instrument
     out = tmp_path / "autobatch.json"
     assert (
         main(["autobatch", *TINY, "--budget-mib", "5", "--max-batch", "64", "--out", str(out)]) == 0
@@ -149,10 +149,10 @@ def test_autobatch_command_writes_a_record(tmp_path, monkeypatch):
 
 
 def test_autobatch_command_budget_too_small(tmp_path, monkeypatch, capsys):
-    from rnnopt.cli import autobatch as command
+    from rnnopt.experiments import autobatch as protocol
 
     monkeypatch.setattr(
-        command, "step_peak", lambda *args, **kwargs: {"peak_mib": 3.0, "instrument": "fake"}
+        protocol, "step_peak", lambda *args, **kwargs: {"peak_mib": 3.0, "instrument": "fake"}
     )
     out = tmp_path / "autobatch.json"
     assert (

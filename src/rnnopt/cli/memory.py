@@ -27,7 +27,6 @@ from rnnopt.cli.common import (
     record_fields,
     write_failure,
 )
-from rnnopt.measure.counters import GcMonitor, maxrss_mib
 from rnnopt.measure.harness import (
     VariantFailed,
     guard_calls,
@@ -37,13 +36,15 @@ from rnnopt.measure.harness import (
     shape_of,
 )
 from rnnopt.measure.heap import step_peak_of
-from rnnopt.measure.memory import MIB, CudaPeaks, rss_profile, traced_call
+from rnnopt.measure.memory import (
+    MIB,
+    TRACEMALLOC_BLIND,
+    explain,
+    measure,
+)
 from rnnopt.measure.threads import threads_match
 from rnnopt.models.flops import memory_model
 from rnnopt.records import make_record, write_record
-
-TRACEMALLOC_BLIND = "tracemalloc does not see torch's allocations: its figures cover Python only"
-EXPLAIN_ABOVE = 1.5  # peak / analytic minimum above this: the record says where the rest goes
 
 
 def register(subparsers) -> None:
@@ -120,53 +121,3 @@ def run(args) -> int:
         f"numpy buffers/step {metrics['tracemalloc']['numpy_blocks_per_step']:.2f}"
     )
     return 0
-
-
-def explain(variant, analytic: dict, heap: dict, ratio: float | None) -> str | None:
-    """Where the peak goes beyond the analytic minimum, when it is more than EXPLAIN_ABOVE x."""
-    if ratio is None or ratio <= EXPLAIN_ABOVE:
-        return None
-    copies_mib = (analytic["inputs_bytes"] + analytic["params_bytes"]) / MIB
-    parts = [
-        f"{ratio:.1f}x the minimum: the runner's own copies of inputs and weights "
-        f"({copies_mib:.1f} MiB, analytic)"
-    ]
-    if variant.memory_note:
-        parts.append(variant.memory_note)
-    parts.append(f"{heap['kept_mib']:.1f} MiB kept between steps")
-    return "; ".join(parts)
-
-
-def measure(args, runner, one_call) -> tuple[dict, dict]:
-    """(metrics, series) of the three instruments; variant errors surface as VariantFailed."""
-    cuda = CudaPeaks() if runner.device == "cuda" else None
-    cuda_first: dict = {}
-
-    def first_call() -> None:
-        one_call()
-        if cuda is not None:
-            cuda_first.update(cuda.read())
-
-    maxrss_before = maxrss_mib()
-    with GcMonitor() as gc_monitor:
-        gc_monitor.active = True
-        rss = rss_profile([first_call] + [one_call] * args.calls, args.interval_s)
-        gc_monitor.active = False
-    maxrss_after = maxrss_mib()
-    series = rss.pop("series")
-    metrics = {
-        "rss": rss,
-        "maxrss": {
-            "before_mib": maxrss_before,
-            "after_mib": maxrss_after,
-            "increase_mib": maxrss_after - maxrss_before,
-        },
-        "gc": gc_monitor.metrics(),
-        "tracemalloc": traced_call(one_call, runner, args.seq_len),
-    }
-    if cuda is not None:
-        metrics["cuda"] = {
-            **cuda.read(),
-            "first_call_peak_allocated_mib": cuda_first["peak_allocated_mib"],
-        }
-    return metrics, series

@@ -25,13 +25,12 @@ from rnnopt.cli.common import (
     record_fields,
     write_failure,
 )
+from rnnopt.experiments.timer_check import AGREEMENT, torch_timer
 from rnnopt.measure.harness import VariantFailed, build_runner, guard_calls, phase_call
 from rnnopt.measure.profile import time_phase
 from rnnopt.measure.threads import apply_threads, threads_match
 from rnnopt.measure.timing import block_means, quartiles
 from rnnopt.records import make_record, write_record
-
-AGREEMENT = 0.10
 
 
 def register(subparsers) -> None:
@@ -43,34 +42,6 @@ def register(subparsers) -> None:
     add_measurement_arguments(parser, phases=("forward", "step"))
     add_timing_arguments(parser)
     parser.set_defaults(func=run)
-
-
-def timer_summary(measurement) -> dict:
-    """A torch Measurement in our units: median and IQR per call in ms."""
-    return {
-        "median_ms": measurement.median * 1e3,
-        "iqr_ms": measurement.iqr * 1e3,
-        "measurements": len(measurement.times),
-        "calls_per_measurement": measurement.number_per_run,
-    }
-
-
-def torch_timer(call, sync, threads: int, run_time_s: float) -> dict:
-    """Timer's two estimates, each given `run_time_s` of calls (adaptive: up to 2x that)."""
-    from torch.utils.benchmark import Timer
-
-    timer = Timer(
-        stmt="call(); sync()",
-        globals={"call": call, "sync": sync},
-        num_threads=threads,
-        label="rnnopt timer-check",
-    )
-    return {
-        "blocked": timer_summary(timer.blocked_autorange(min_run_time=run_time_s)),
-        "adaptive": timer_summary(
-            timer.adaptive_autorange(threshold=AGREEMENT, max_run_time=2 * run_time_s)
-        ),
-    }
 
 
 def run(args) -> int:

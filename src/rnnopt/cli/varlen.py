@@ -22,15 +22,13 @@ from rnnopt.cli.common import (
 )
 from rnnopt.errors import UserError
 from rnnopt.experiments import varlen
+from rnnopt.experiments.varlen import measure
 from rnnopt.measure.harness import VariantFailed, guarded
-from rnnopt.measure.heap import MIB, tracked
-from rnnopt.measure.timing import summarize
 from rnnopt.models.flops import Shape
 from rnnopt.models.variants import get_variant
 from rnnopt.models.variants.base import DEVICES, DTYPES
 from rnnopt.records import failure_of, make_record, write_record
 from rnnopt.train import data
-from rnnopt.train.heads import head_loss
 
 
 def register(subparsers) -> None:
@@ -55,53 +53,6 @@ def register(subparsers) -> None:
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--out", required=True, metavar="FILE.json", help="record to write")
     parser.set_defaults(func=run)
-
-
-def way_metrics(way: varlen.Way, peak_mib: float, cell: str, shape: Shape) -> dict:
-    epoch_ms = summarize([round(ms * 1e6) for ms in varlen.timed_epochs_ms(way)])
-    flops = varlen.epoch_flops(cell, way.padding["computed_tokens"], shape.input_size,
-                               shape.hidden_size)  # fmt: skip
-    return {
-        **way.padding,
-        "packed_kernel": way.packed,
-        "epoch_flops": flops,
-        "epoch_ms": epoch_ms,
-        "valid_tokens_per_s": way.padding["valid_tokens"] / (epoch_ms["median"] / 1e3),
-        "peak_mib": peak_mib,
-        "final_loss": way.losses[-1],
-    }
-
-
-def measure(args, variant, dataset) -> tuple[dict, dict, list[str]]:
-    """(metrics, series, notes) of the three ways; variant errors surface as VariantFailed."""
-    hyper = {"lr": args.lr, "weight_decay": 0.0}
-    if args.optimizer == "sgd":
-        hyper["momentum"] = 0.0
-    ways = guarded(varlen.run, variant, dataset, args.batch, args.hidden_size, args.epochs,
-                   args.optimizer, hyper, args.seed)  # fmt: skip
-    normalizer = head_loss(dataset.manifest).normalizer(dataset.lengths, dataset.x.shape[1])
-    shape = Shape(args.batch, args.seq_len, dataset.x.shape[2], args.hidden_size)
-    metrics, series = {}, {}
-    for way in ways:
-        heap, _ = guarded(tracked, lambda way=way: way.stepper.step(way.micro_batches, normalizer))
-        metrics[way.name] = way_metrics(way, heap["peak_bytes"] / MIB, variant.cell, shape)
-        series[f"loss_{way.name}"] = way.losses
-        series[f"epoch_ms_{way.name}"] = way.epoch_ms
-    padded_ms = metrics["padded"]["epoch_ms"]["median"]
-    worst = varlen.loss_agreement(ways)
-    metrics.update(
-        loss_max_rel_diff=worst,
-        loss_rtol=varlen.LOSS_RTOL[args.dtype],
-        losses_agree=worst <= varlen.LOSS_RTOL[args.dtype],
-        bucketed_speedup=padded_ms / metrics["bucketed"]["epoch_ms"]["median"],
-        packed_speedup=padded_ms / metrics["packed"]["epoch_ms"]["median"],
-    )
-    notes = ["peak_mib: memray, one epoch of a warm stepper above the heap before it"]
-    if not ways[-1].packed:
-        notes.append(f"{variant.name} has no packed kernel: 'packed' ran padded batches, masked")
-    elif variant.device == "cpu":
-        notes.append("packed input bypasses oneDNN on CPU: torch runs ATen's per-step LSTM")
-    return metrics, series, notes
 
 
 def run(args) -> int:

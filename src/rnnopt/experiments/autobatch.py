@@ -20,11 +20,19 @@ The memory model is reported with every point tried, so the choice can be checke
 
 from __future__ import annotations
 
+import argparse
 import math
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 
 from rnnopt.errors import UserError
+from rnnopt.measure.harness import VariantFailed, guard_calls, guarded, make_inputs, phase_call
+from rnnopt.measure.heap import step_peak
+from rnnopt.measure.profile import timing_budget
+from rnnopt.measure.timing import benchmark
+from rnnopt.models.flops import Shape
+from rnnopt.models.variants import get_variant
+from rnnopt.records import status_of
 
 # At most this many model-guided probes between two midpoints: the bracket at least halves
 # every MODEL_PROBES_PER_MIDPOINT + 1 probes, however wrong the model.
@@ -181,3 +189,47 @@ def series(result: Search) -> dict[str, list]:
     return {
         key: [row[key] for row in rows] for key in ("batch", "tokens_per_s", "peak_mib", "fits")
     }
+
+
+class Measurer:
+    """measure(batch) -> Point: tokens/s by the timing protocol, then the heap peak."""
+
+    def __init__(self, args: argparse.Namespace):
+        self.args = args
+        self.variant = guarded(get_variant, args.variant, dtype=args.dtype, device=args.device)
+        self.instruments: set[str] = set()
+
+    def shape(self, batch: int) -> Shape:
+        return Shape(batch, self.args.seq_len, self.args.input_size, self.args.hidden_size)
+
+    def __call__(self, batch: int) -> Point:
+        args, shape = self.args, self.shape(batch)
+        try:
+            tokens_per_s = self._tokens_per_s(shape)
+            heap = guarded(step_peak, args.variant, args.dtype, args.device, shape, args.phase,
+                           args.seed)  # fmt: skip
+        except VariantFailed as failure:
+            if status_of(failure.error) != "oom":
+                raise
+            return Point(batch, None, None, status="oom")
+        self.instruments.add(heap["instrument"])
+        print(f"  B={batch}: {tokens_per_s:.0f} tokens/s, peak {heap['peak_mib']:.2f} MiB")
+        return Point(batch, tokens_per_s, heap["peak_mib"])
+
+    def _tokens_per_s(self, shape: Shape) -> float:
+        args = self.args
+        try:
+            params, x, grad_y = make_inputs(self.variant.cell, shape, args.seed)
+        except MemoryError as error:
+            raise VariantFailed(error) from error
+        runner = guarded(self.variant.runner, params, x, grad_y, 1e-3)
+        call, before = guard_calls(*phase_call(runner, args.phase))
+        metrics = benchmark(
+            call,
+            sync=guard_calls(runner.sync)[0],
+            untimed_setup=before,
+            device=runner.device,
+            compiles=self.variant.compiles,
+            **timing_budget(args),
+        )
+        return shape.tokens / (metrics["time_ms"]["median"] / 1e3)

@@ -28,6 +28,9 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from rnnopt.measure.harness import guarded
+from rnnopt.measure.heap import MIB, tracked
+from rnnopt.measure.timing import summarize
 from rnnopt.models.flops import Shape, flop_count
 from rnnopt.models.params import init_params
 from rnnopt.train.heads import head_loss, init_head
@@ -180,3 +183,50 @@ def loss_agreement(ways: list[Way]) -> float:
 
 def timed_epochs_ms(way: Way) -> list[float]:
     return way.epoch_ms[WARMUP_EPOCHS:] or way.epoch_ms
+
+
+def way_metrics(way: Way, peak_mib: float, cell: str, shape: Shape) -> dict:
+    epoch_ms = summarize([round(ms * 1e6) for ms in timed_epochs_ms(way)])
+    flops = epoch_flops(cell, way.padding["computed_tokens"], shape.input_size,
+                               shape.hidden_size)  # fmt: skip
+    return {
+        **way.padding,
+        "packed_kernel": way.packed,
+        "epoch_flops": flops,
+        "epoch_ms": epoch_ms,
+        "valid_tokens_per_s": way.padding["valid_tokens"] / (epoch_ms["median"] / 1e3),
+        "peak_mib": peak_mib,
+        "final_loss": way.losses[-1],
+    }
+
+
+def measure(args, variant, dataset) -> tuple[dict, dict, list[str]]:
+    """(metrics, series, notes) of the three ways; variant errors surface as VariantFailed."""
+    hyper = {"lr": args.lr, "weight_decay": 0.0}
+    if args.optimizer == "sgd":
+        hyper["momentum"] = 0.0
+    ways = guarded(run, variant, dataset, args.batch, args.hidden_size, args.epochs,
+                   args.optimizer, hyper, args.seed)  # fmt: skip
+    normalizer = head_loss(dataset.manifest).normalizer(dataset.lengths, dataset.x.shape[1])
+    shape = Shape(args.batch, args.seq_len, dataset.x.shape[2], args.hidden_size)
+    metrics, series = {}, {}
+    for way in ways:
+        heap, _ = guarded(tracked, lambda way=way: way.stepper.step(way.micro_batches, normalizer))
+        metrics[way.name] = way_metrics(way, heap["peak_bytes"] / MIB, variant.cell, shape)
+        series[f"loss_{way.name}"] = way.losses
+        series[f"epoch_ms_{way.name}"] = way.epoch_ms
+    padded_ms = metrics["padded"]["epoch_ms"]["median"]
+    worst = loss_agreement(ways)
+    metrics.update(
+        loss_max_rel_diff=worst,
+        loss_rtol=LOSS_RTOL[args.dtype],
+        losses_agree=worst <= LOSS_RTOL[args.dtype],
+        bucketed_speedup=padded_ms / metrics["bucketed"]["epoch_ms"]["median"],
+        packed_speedup=padded_ms / metrics["packed"]["epoch_ms"]["median"],
+    )
+    notes = ["peak_mib: memray, one epoch of a warm stepper above the heap before it"]
+    if not ways[-1].packed:
+        notes.append(f"{variant.name} has no packed kernel: 'packed' ran padded batches, masked")
+    elif variant.device == "cpu":
+        notes.append("packed input bypasses oneDNN on CPU: torch runs ATen's per-step LSTM")
+    return metrics, series, notes

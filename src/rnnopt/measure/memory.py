@@ -28,6 +28,8 @@ import numpy as np
 import psutil
 from memory_profiler import memory_usage
 
+from rnnopt.measure.counters import GcMonitor, maxrss_mib
+
 MIB = 2**20
 MAX_SERIES_POINTS = 500
 
@@ -155,3 +157,59 @@ class CudaPeaks:
             "peak_allocated_mib": (cuda.max_memory_allocated() - self.baseline) / MIB,
             "peak_reserved_mib": cuda.max_memory_reserved() / MIB,
         }
+
+
+TRACEMALLOC_BLIND = "tracemalloc does not see torch's allocations: its figures cover Python only"
+
+
+EXPLAIN_ABOVE = 1.5  # peak / analytic minimum above this: the record says where the rest goes
+
+
+def explain(variant, analytic: dict, heap: dict, ratio: float | None) -> str | None:
+    """Where the peak goes beyond the analytic minimum, when it is more than EXPLAIN_ABOVE x."""
+    if ratio is None or ratio <= EXPLAIN_ABOVE:
+        return None
+    copies_mib = (analytic["inputs_bytes"] + analytic["params_bytes"]) / MIB
+    parts = [
+        f"{ratio:.1f}x the minimum: the runner's own copies of inputs and weights "
+        f"({copies_mib:.1f} MiB, analytic)"
+    ]
+    if variant.memory_note:
+        parts.append(variant.memory_note)
+    parts.append(f"{heap['kept_mib']:.1f} MiB kept between steps")
+    return "; ".join(parts)
+
+
+def measure(args, runner, one_call) -> tuple[dict, dict]:
+    """(metrics, series) of the three instruments; variant errors surface as VariantFailed."""
+    cuda = CudaPeaks() if runner.device == "cuda" else None
+    cuda_first: dict = {}
+
+    def first_call() -> None:
+        one_call()
+        if cuda is not None:
+            cuda_first.update(cuda.read())
+
+    maxrss_before = maxrss_mib()
+    with GcMonitor() as gc_monitor:
+        gc_monitor.active = True
+        rss = rss_profile([first_call] + [one_call] * args.calls, args.interval_s)
+        gc_monitor.active = False
+    maxrss_after = maxrss_mib()
+    series = rss.pop("series")
+    metrics = {
+        "rss": rss,
+        "maxrss": {
+            "before_mib": maxrss_before,
+            "after_mib": maxrss_after,
+            "increase_mib": maxrss_after - maxrss_before,
+        },
+        "gc": gc_monitor.metrics(),
+        "tracemalloc": traced_call(one_call, runner, args.seq_len),
+    }
+    if cuda is not None:
+        metrics["cuda"] = {
+            **cuda.read(),
+            "first_call_peak_allocated_mib": cuda_first["peak_allocated_mib"],
+        }
+    return metrics, series
