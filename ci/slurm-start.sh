@@ -15,7 +15,10 @@
 set -euo pipefail
 
 HERE="$(cd "$(dirname "$0")" && pwd)"
-STATE="${RNNOPT_SLURM_DIR:-/tmp/rnnopt-slurm}"
+STATE="$(realpath -m "${RNNOPT_SLURM_DIR:-/tmp/rnnopt-slurm}")"
+# Made in the state directory at its creation: a directory without it is never emptied,
+# removed, or read for pid files to signal (ci/slurm-stop.sh holds to the same).
+STATE_MARKER=".rnnopt-slurm-state"
 TIMEOUT_S="${RNNOPT_SLURM_START_TIMEOUT_S:-120}"
 GPUS=0
 PACKAGES=(munge mariadb-server slurmdbd slurmctld slurmd slurm-client)
@@ -36,6 +39,16 @@ done
 [[ $EUID -eq 0 ]] || { echo "slurm-start: run as root (apt-get, daemons as root)" >&2; exit 2; }
 
 say() { echo "slurm-start: $*"; }
+
+ours() { # a state directory this script made (or, before the marker, its exact layout)
+    [[ -f "$1/$STATE_MARKER" ]] || [[ -f "$1/munge/munge.key" && -d "$1/spool/ctld" ]]
+}
+
+if [[ -e "$STATE" ]] && ! ours "$STATE" && [[ ! -d "$STATE" || -n "$(ls -A "$STATE")" ]]; then
+    echo "slurm-start: $STATE exists and was not made by ci/slurm-start.sh (no $STATE_MARKER);" \
+        "not touching it: choose another RNNOPT_SLURM_DIR" >&2
+    exit 2
+fi
 
 alive() { [[ -s "$1" ]] && kill -0 "$(cat "$1")" 2>/dev/null; }
 
@@ -113,6 +126,7 @@ render() { # render TEMPLATE OUT: fill the @NAME@ fields
 rm -rf "$STATE"
 rm -f "$CONF_DIR"/{slurm,slurmdbd,gres}.conf
 mkdir -p "$STATE"/{run,log,munge,mysql,spool/ctld,spool/d,dev} "$CONF_DIR"
+echo "$MARK" >"$STATE/$STATE_MARKER"
 chmod 711 "$STATE/munge"
 install_packages
 

@@ -6,7 +6,8 @@
 #   bash ci/slurm-stop.sh        # RNNOPT_SLURM_DIR as for the start script
 set -uo pipefail
 
-STATE="${RNNOPT_SLURM_DIR:-/tmp/rnnopt-slurm}"
+STATE="$(realpath -m "${RNNOPT_SLURM_DIR:-/tmp/rnnopt-slurm}")"
+STATE_MARKER=".rnnopt-slurm-state" # ci/slurm-start.sh makes it; no marker, nothing is touched
 CONF_DIR=/etc/slurm
 MARK="written by ci/slurm-start.sh"
 unset SLURM_CONF
@@ -24,6 +25,12 @@ remove_configuration() {
         fi
     done
 }
+
+if [[ -e "$STATE" && ! -f "$STATE/$STATE_MARKER" ]] \
+    && ! [[ -f "$STATE/munge/munge.key" && -d "$STATE/spool/ctld" ]]; then
+    say "$STATE was not made by ci/slurm-start.sh (no $STATE_MARKER): not touching it"
+    exit 2
+fi
 
 if [[ ! -d "$STATE" ]]; then
     remove_configuration
