@@ -175,6 +175,17 @@ def test_dry_run(workdir, config):
     assert not (workdir / "results").exists()
 
 
+def test_kernel_caches_stay_out_of_results(workdir):
+    """A run copied in from another host (results/<run>/) never brings code a job would load:
+    torch.compile's and numba's caches live in .kernel-cache/<run>/ (issue 23, item 2)."""
+    done = snakemake(workdir, "-n", "-p", "--cores", "2", "--configfile", "config/ci.yaml")
+    assert done.returncode == 0, done.stdout + done.stderr
+    caches = re.findall(r"(TORCHINDUCTOR_CACHE_DIR|NUMBA_CACHE_DIR)=(\S+)", done.stdout)
+    assert caches, "no profile command in the dry run"
+    for _, path in caches:
+        assert path.startswith(".kernel-cache/") and "results" not in path, path
+
+
 @pytest.mark.parametrize(
     ("config", "key"),
     [

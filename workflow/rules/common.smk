@@ -109,10 +109,15 @@ def train_untimed_flag(wildcards) -> str:
     return "--untimed" if untimed_train(wildcards) else ""
 
 
+KERNEL_CACHE = ".kernel-cache"
+
+
 def compile_caches(wildcards) -> str:
-    """Kernel caches of torch.compile and numba inside the run, as the environment of the
-    job's command: reruns reuse compiled kernels instead of paying compilation again."""
-    cache = f"results/{wildcards.run}/cache"
+    """Kernel caches of torch.compile and numba, per run, as the environment of the job's
+    command: reruns reuse compiled kernels instead of paying compilation again. Outside
+    results/, which users copy between hosts to merge runs: numba unpickles its cache index and
+    Inductor loads the shared objects it finds, so a cache must never come from elsewhere."""
+    cache = f"{KERNEL_CACHE}/{wildcards.run}"
     return f"TORCHINDUCTOR_CACHE_DIR={cache}/torchinductor NUMBA_CACHE_DIR={cache}/numba"
 
 
