@@ -20,6 +20,7 @@ import yaml
 
 import rnnopt
 from rnnopt import list_variants
+from rnnopt.errors import UserError
 from rnnopt.pipeline import config_check
 from rnnopt.report.comparisons import COMPARISONS
 from rnnopt.report.figures import FIGURES
@@ -318,3 +319,10 @@ def test_ci_run_interrupted_resumed_then_nothing_then_report_only(workdir):
     assert re.search(r"report_only\s+1\s+total\s+1", only.stdout + only.stderr)
     assert (report / "comparison.md").stat().st_mtime_ns > stamp
     assert "Nothing to be done" in run_ci(workdir, "-n").stdout
+
+
+@pytest.mark.parametrize("run", ["..", ".", ".hidden", "../elsewhere"])
+def test_a_run_name_cannot_leave_results(run):
+    """`run: ..` wrote datasets/ and logs/ into the repository root (issue 23, item 3)."""
+    with pytest.raises(UserError, match=r"^run: .* does not match"):
+        config_check.check({"run": run})

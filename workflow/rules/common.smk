@@ -74,7 +74,7 @@ VARLEN_JOBS = [
 
 
 wildcard_constraints:
-    run=r"[A-Za-z0-9._-]+",
+    run=r"[A-Za-z0-9][A-Za-z0-9._-]*",
     variant="|".join(rnnopt.list_variants()),
     dtype="float64|float32|tfloat32|bfloat16|float16",
     device="cpu|cuda",
