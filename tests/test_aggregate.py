@@ -412,3 +412,12 @@ def test_cli_writes_parquet_and_csv(results_dir, capsys):
     assert len(metrics) == len(pd.read_csv(out / "metrics.csv"))
     assert len(pd.read_parquet(out / "series.parquet")) > 0
     assert metrics["batch"].dtype == "Int64"
+
+
+@pytest.mark.parametrize("schema", [None, "rnnopt.record/2"])
+def test_a_json_under_a_stage_that_is_no_record_is_an_error_naming_it(results_dir, schema):
+    """It was silently left out ('0 records from 0 runs', exit 0): issue 23, item 5."""
+    stray = results_dir / CPU_RUN / "profile" / "stray.json"
+    stray.write_text(json.dumps({"kind": "profile"} | ({"schema": schema} if schema else {})))
+    with pytest.raises(UserError, match=rf"{stray}: not an rnnopt record \(schema"):
+        collect(results_dir)

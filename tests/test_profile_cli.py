@@ -300,3 +300,13 @@ def test_bad_flags_exit_2(tmp_path, flags, capsys):
     assert not out.exists()
     last_line = capsys.readouterr().err.strip().splitlines()[-1]
     assert last_line.startswith("rnnopt profile: error:")
+
+
+@pytest.mark.parametrize("text", ["inf", "nan", "-1", "0"])
+def test_a_time_budget_is_a_finite_positive_number(text):
+    import argparse
+
+    from rnnopt.cli.common import positive_float
+
+    with pytest.raises(argparse.ArgumentTypeError, match="finite positive number"):
+        positive_float(text)

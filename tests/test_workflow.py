@@ -326,3 +326,17 @@ def test_a_run_name_cannot_leave_results(run):
     """`run: ..` wrote datasets/ and logs/ into the repository root (issue 23, item 3)."""
     with pytest.raises(UserError, match=r"^run: .* does not match"):
         config_check.check({"run": run})
+
+
+@pytest.mark.parametrize(
+    ("overlay", "key"),
+    [
+        ({"timing": {"min_time_s": float("inf")}}, "timing.min_time_s"),
+        ({"train": {"lr": float("nan")}}, "train.lr"),
+        ({"train": {"holdout_fraction": float("nan")}}, "train.holdout_fraction"),
+    ],
+)
+def test_numbers_must_be_finite(overlay, key):
+    """min_time_s: .inf hung every profile job; a NaN learning rate stopped the run later."""
+    with pytest.raises(UserError, match=rf"^{re.escape(key)}: (inf|nan) is not a finite number"):
+        config_check.check(overlay)

@@ -4,6 +4,7 @@ and failure records of a per-variant measurement, thread settings from the flags
 from __future__ import annotations
 
 import argparse
+import math
 from pathlib import Path
 
 from rnnopt.errors import UserError
@@ -55,8 +56,8 @@ def positive_float(text: str) -> float:
         value = float(text)
     except ValueError:
         raise argparse.ArgumentTypeError(f"expected a positive number, got {text!r}") from None
-    if not value > 0:
-        raise argparse.ArgumentTypeError(f"expected a positive number, got {value}")
+    if not (value > 0 and math.isfinite(value)):
+        raise argparse.ArgumentTypeError(f"expected a finite positive number, got {value}")
     return value
 
 

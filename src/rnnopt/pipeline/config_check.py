@@ -12,6 +12,7 @@ from __future__ import annotations
 import copy
 import fnmatch
 import itertools
+import math
 import os
 from pathlib import Path
 
@@ -74,8 +75,22 @@ def check(config: dict, schema: dict | None = None) -> dict:
         raise UserError(_message(error))
     filled = copy.deepcopy(config)
     _with_defaults(jsonschema.Draft202012Validator)(schema).validate(filled)
+    _check_finite(filled)
     _check_semantics(filled)
     return filled
+
+
+def _check_finite(value, key: str = "") -> None:
+    """Every number finite: `min_time_s: .inf` passed the schema and hung every profile job,
+    `lr: .nan` stopped the run later."""
+    if isinstance(value, dict):
+        for name, item in value.items():
+            _check_finite(item, f"{key}.{name}" if key else str(name))
+    elif isinstance(value, list):
+        for index, item in enumerate(value):
+            _check_finite(item, f"{key}[{index}]")
+    elif isinstance(value, float) and not math.isfinite(value):
+        raise UserError(f"{key}: {value} is not a finite number")
 
 
 def _check_semantics(config: dict) -> None:

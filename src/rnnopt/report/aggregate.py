@@ -148,14 +148,17 @@ def _series_rows(record: dict, columns: dict, source: str) -> list[dict]:
     return rows
 
 
-def load(path: Path) -> dict | None:
-    """The record in `path`, validated; None for JSON that is not a record (dataset manifests)."""
+def load(path: Path) -> dict:
+    """The record in `path`, validated. Every JSON file under a stage directory must be a
+    record of this schema: anything else (no schema, another version) is an error naming the
+    file, never a record silently left out."""
     try:
         data = json.loads(path.read_text())
     except (OSError, UnicodeDecodeError, json.JSONDecodeError) as error:
         raise UserError(f"{path}: not a readable JSON record ({error})") from None
-    if not isinstance(data, dict) or data.get("schema") != SCHEMA_ID:
-        return None
+    schema = data.get("schema") if isinstance(data, dict) else None
+    if schema != SCHEMA_ID:
+        raise UserError(f"{path}: not an rnnopt record (schema {schema!r}; expected {SCHEMA_ID!r})")
     validate(data, str(path))
     return data
 
@@ -169,8 +172,6 @@ def collect(results: str | os.PathLike) -> tuple[pd.DataFrame, pd.DataFrame]:
     series_rows: list[dict] = []
     for path in record_paths(results):
         record = load(path)
-        if record is None:
-            continue
         relative = path.relative_to(results)
         columns = describe(record, relative)
         source = relative.as_posix()
