@@ -23,9 +23,8 @@ from rnnopt.cli.common import (
     add_timing_arguments,
     apply_variant_threads,
     check_variant_name,
-    config_of,
-    record_fields,
     write_failure,
+    write_measurement,
 )
 from rnnopt.experiments.churn import object_counts, timed
 from rnnopt.measure.harness import (
@@ -34,7 +33,6 @@ from rnnopt.measure.harness import (
     shape_of,
 )
 from rnnopt.models.flops import derived_metrics
-from rnnopt.records import make_record, write_record
 
 
 def register(subparsers) -> None:
@@ -65,15 +63,13 @@ def run(args) -> int:
             variant.cell, shape_of(args), args.phase, metrics["time_ms"]["median"], None
         )
     )
-    record = make_record(
+    write_measurement(
         "churn",
-        seed=args.seed,
-        config=config_of(args),
+        args,
+        variant,
         metrics=metrics,
         threads_effective=threads,
-        **record_fields(args, variant),
     )
-    write_record(args.out, record)
     print(
         f"rnnopt churn: {variant.name} {variant.dtype} {args.phase} gc {args.gc}: median "
         f"{metrics['time_ms']['median']:.3f} ms, GC {metrics['gc']['share']:.1%} of the time, "

@@ -120,20 +120,18 @@ def write_failure(
     A failure (not oom, not skipped) also prints the variant's traceback to stderr, the log.
     """
     status, _ = failure_of(failure.error)
-    write_record(
-        args.out,
-        make_record(
-            kind,
-            seed=args.seed,
-            config=config_of(args),
-            status=status,
-            reason=str(failure),
-            **record_fields(args, variant),
-            **extra,
-        ),
-    )
+    write_measurement(kind, args, variant, status=status, reason=str(failure), **extra)
     print(f"rnnopt {kind}: {status}: {failure}")
     return 0
+
+
+def write_measurement(kind: str, args: argparse.Namespace, variant=None, **fields) -> None:
+    """The record of a per-variant measurement, its seed, config and variant fields from the
+    flags (metrics, status, notes, ... as keywords), written to --out."""
+    record = make_record(
+        kind, seed=args.seed, config=config_of(args), **record_fields(args, variant), **fields
+    )
+    write_record(args.out, record)
 
 
 def apply_variant_threads(args) -> dict:

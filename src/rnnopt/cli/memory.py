@@ -21,11 +21,10 @@ from rnnopt.cli.common import (
     add_measurement_arguments,
     apply_variant_threads,
     check_variant_name,
-    config_of,
     positive_float,
     positive_int,
-    record_fields,
     write_failure,
+    write_measurement,
 )
 from rnnopt.measure.harness import (
     VariantFailed,
@@ -44,7 +43,6 @@ from rnnopt.measure.memory import (
 )
 from rnnopt.measure.threads import threads_match
 from rnnopt.models.flops import memory_model
-from rnnopt.records import make_record, write_record
 
 
 def register(subparsers) -> None:
@@ -101,19 +99,17 @@ def run(args) -> int:
         peak_over_minimum=ratio,
         analytic=analytic,
     )
-    record = make_record(
+    write_measurement(
         "memory",
-        seed=args.seed,
-        config=config_of(args),
+        args,
+        variant,
         metrics=metrics,
         series=series,
         notes=notes,
         peak_source=heap["instrument"],
         explanation=explain(variant, analytic, heap, ratio),
         threads_effective=threads,
-        **record_fields(args, variant),
     )
-    write_record(args.out, record)
     print(
         f"rnnopt memory: {variant.name} {args.phase}: peak {peak_mib:.1f} MiB "
         f"({heap['instrument']}), kept {heap['kept_mib']:.1f} MiB, "

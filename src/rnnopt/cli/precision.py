@@ -10,16 +10,14 @@ from __future__ import annotations
 from rnnopt.cli.common import (
     apply_variant_threads,
     check_variant_name,
-    config_of,
     positive_int,
-    record_fields,
     write_failure,
+    write_measurement,
 )
 from rnnopt.experiments.precision import DEFAULT_SHAPE, long_sequence_errors
 from rnnopt.measure.harness import VariantFailed, guarded
 from rnnopt.models.variants import get_variant
 from rnnopt.models.variants.base import DEVICES, DTYPES
-from rnnopt.records import make_record, write_record
 
 
 def register(subparsers) -> None:
@@ -54,16 +52,14 @@ def run(args) -> int:
         metrics, series = guarded(long_sequence_errors, variant, shape, args.seed)
     except VariantFailed as failure:
         return write_failure("precision", args, failure, variant, threads_effective=threads)
-    record = make_record(
+    write_measurement(
         "precision",
-        seed=args.seed,
-        config=config_of(args),
+        args,
+        variant,
         metrics=metrics,
         series=series,
         threads_effective=threads,
-        **record_fields(args, variant),
     )
-    write_record(args.out, record)
     output = metrics["output"]
     print(
         f"rnnopt precision: {variant.name} {variant.dtype} T={args.seq_len}: output max abs "

@@ -25,9 +25,8 @@ from rnnopt.cli.common import (
     add_timing_arguments,
     apply_variant_threads,
     check_variant_name,
-    config_of,
-    record_fields,
     write_failure,
+    write_measurement,
 )
 from rnnopt.errors import UnavailableError, UserError
 from rnnopt.measure.cuda_kernels import step_kernels
@@ -37,7 +36,7 @@ from rnnopt.measure.peak import ceiling_of
 from rnnopt.measure.profile import TRAINING_STEP_NOTE, time_gemm_split, time_phases
 from rnnopt.measure.threads import apply_threads, threads_match
 from rnnopt.models.flops import PHASES, derived_metrics
-from rnnopt.records import make_record, read_record, write_record
+from rnnopt.records import read_record
 
 
 def register(subparsers) -> None:
@@ -149,16 +148,14 @@ def write_profile(
         notes.append("thread counts in force differ from --threads (see threads_effective)")
     if not metrics["warmup_stable"]:
         notes.append(f"warm-up not stable after {metrics['warmup_calls']} calls")
-    record = make_record(
+    write_measurement(
         "profile",
-        seed=args.seed,
-        config=config_of(args),
+        args,
+        variant,
         metrics=metrics,
         notes=notes,
         threads_effective=threads,
-        **record_fields(args, variant),
     )
-    write_record(args.out, record)
     time_ms = metrics["time_ms"]
     print(
         f"rnnopt profile: {variant.name} {variant.dtype} {args.phase}: "
