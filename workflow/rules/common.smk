@@ -13,15 +13,16 @@ import rnnopt
 from rnnopt.errors import UserError
 from rnnopt.measure.host import default_run_name
 from rnnopt.pipeline import config_check
-from snakemake.utils import validate
 
-# Snakemake's validate() prints the whole schema on an error: check first, in one line. The
-# schema is the package's (workflow/schemas/ links to it): the one the library checks with.
+# The library checks the config against the package's schema (workflow/schemas/ links to it)
+# and fills its defaults: one filler for the workflow and the tests (Snakemake's validate()
+# fills them its own way, and prints the whole schema on an error instead of one line).
 try:
-    config_check.check(config, config_check.load_schema())
+    checked = config_check.check(config)
 except UserError as error:
     sys.exit(f"rnnopt: bad config: {error}")
-validate(config, str(config_check.SCHEMA_PATH))
+config.clear()
+config.update(checked)
 
 # The image the Dockerfile builds: used with --software-deployment-method apptainer only;
 # the usual way is to run snakemake inside that image, or in the project's virtualenv.
