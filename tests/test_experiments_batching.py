@@ -9,8 +9,8 @@ from rnnopt.experiments import autobatch
 from rnnopt.experiments.autobatch import Point
 from rnnopt.measure.host import fingerprint
 from rnnopt.records import make_record, write_record
-from rnnopt.report import experiments_batching as eb
 from rnnopt.report.aggregate import collect
+from rnnopt.report.experiments import batching as eb
 
 ENV = fingerprint()
 SHAPE = {"batch": 8, "seq_len": 4, "input_size": 2, "hidden_size": 3}

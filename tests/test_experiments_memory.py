@@ -1,5 +1,5 @@
 """Weights vs cache, GC churn and precision (issue 10, parts 3-5): the instruments, the
-commands' records and the verdict rules of rnnopt.report.experiments_memory."""
+commands' records and the verdict rules of rnnopt.report.experiments (cache, churn, precision)."""
 
 from __future__ import annotations
 
@@ -17,11 +17,10 @@ from rnnopt.cli.churn import object_counts
 from rnnopt.experiments.precision import growth, long_sequence_errors
 from rnnopt.measure.caches import from_lscpu, from_sysfs, parse_size
 from rnnopt.pipeline import config_check
-from rnnopt.report import experiments_memory as experiments
-from rnnopt.report import experiments_precision as precision
 from rnnopt.report.aggregate import collect
 from rnnopt.report.build import build
-from rnnopt.report.experiments_memory_figures import FIGURES
+from rnnopt.report.experiments import cache, churn, precision
+from rnnopt.report.experiments.memory import FIGURES
 from tests.conftest import small_problem
 
 TINY = ["--batch", "2", "--seq-len", "3", "--input-size", "4", "--hidden-size", "5"]
@@ -142,24 +141,24 @@ def sweep(gflops: list[float], hidden=(128, 512, 2048), l3=32 * 2**20) -> pd.Dat
     frame = pd.DataFrame({"hidden_size": list(hidden), "gflops": gflops})
     frame["w_hh_bytes"] = 16.0 * frame["hidden_size"] ** 2
     sizes = {"l1d_bytes": 32 * 2**10, "l2_bytes": 2**20, "l3_bytes": l3}
-    frame["level"] = [experiments._level(row | sizes) for row in frame.to_dict("records")]
+    frame["level"] = [cache._level(row | sizes) for row in frame.to_dict("records")]
     return frame
 
 
 def test_cache_verdict_rules():
     assert sweep([20, 20, 10])["level"].tolist() == ["L2", "L3", "beyond L3"]
-    assert experiments.cache_verdict(sweep([20, 20, 10]))[1].startswith("supported")
-    assert experiments.cache_verdict(sweep([20, 20, 15]))[1].startswith("not supported")
-    none_beyond = experiments.cache_verdict(sweep([20, 20, 10], l3=2**30))[1]
+    assert cache.cache_verdict(sweep([20, 20, 10]))[1].startswith("supported")
+    assert cache.cache_verdict(sweep([20, 20, 15]))[1].startswith("not supported")
+    none_beyond = cache.cache_verdict(sweep([20, 20, 10], l3=2**30))[1]
     assert none_beyond == "not measured here: no hidden size with W_hh beyond L3"
     unknown = sweep([20, 20, 10]).assign(level=None)
-    assert "cache sizes are unknown" in experiments.cache_verdict(unknown)[1]
+    assert "cache sizes are unknown" in cache.cache_verdict(unknown)[1]
 
 
 def test_gc_rule_is_the_collectors_share_of_the_timed_time():
-    assert experiments.gc_holds({"gc.share_on": 0.30})
-    assert not experiments.gc_holds({"gc.share_on": 0.005})
-    assert not experiments.gc_holds({"gc.share_on": 0.0})
+    assert churn.gc_holds({"gc.share_on": 0.30})
+    assert not churn.gc_holds({"gc.share_on": 0.005})
+    assert not churn.gc_holds({"gc.share_on": 0.0})
 
 
 def test_precision_verdict_rules():

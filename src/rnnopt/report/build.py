@@ -14,13 +14,11 @@ from pathlib import Path
 import pandas as pd
 
 from rnnopt.report import (
-    experiments_batching,
-    experiments_memory,
-    experiments_memory_figures,
     published,
     table,
 )
 from rnnopt.report.comparisons import COMPARISONS
+from rnnopt.report.experiments import batching, memory
 from rnnopt.report.figures import FIGURES, draw_all
 from rnnopt.report.verdicts import (
     GC_SHARE_MATTERS,
@@ -125,10 +123,10 @@ def sections(metrics: pd.DataFrame, tables: dict[str, pd.DataFrame]) -> list[Sec
             tables["checks"],
         ),
         Section("GPU against published figures", published.ABOUT, tables["published"]),
-        Section("Batching experiments", experiments_batching.ABOUT, tables["batching"]),
+        Section("Batching experiments", batching.ABOUT, tables["batching"]),
         Section(
             "Cache, GC and precision experiments",
-            experiments_memory.ABOUT,
+            memory.ABOUT,
             tables["cache_gc_precision"],
         ),
         Section("Figures", ""),
@@ -188,26 +186,19 @@ def build(metrics: pd.DataFrame, series: pd.DataFrame, out: str | Path) -> dict[
         "memory": table.memory_table(metrics),
         "checks": table.checks_table(metrics),
         "published": published.table(metrics),
-        "batching": experiments_batching.table(metrics, series),
+        "batching": batching.table(metrics, series),
     }
-    tables["cache_gc_precision"] = experiments_memory.table(metrics)
-    tables.update(experiments_memory.point_tables(metrics))
+    tables["cache_gc_precision"] = memory.table(metrics)
+    tables.update(memory.point_tables(metrics))
     paths = {}
     for name, frame in tables.items():
         paths[name] = out / "tables" / f"{name}.csv"
         frame.to_csv(paths[name], index=False)
     figures = draw_all(metrics, series, out / "figures")
-    figures.update(experiments_memory_figures.draw(metrics, series, out / "figures"))
-    paths.update(
-        {name: out / "figures" / f"{name}.png" for name in experiments_memory_figures.FIGURES}
-    )
-    figures.update(experiments_batching.draw(metrics, series, out / "figures"))
-    paths.update(
-        {
-            name: out / "figures" / f"{name}.png"
-            for name in (*FIGURES, *experiments_batching.FIGURES)
-        }
-    )
+    figures.update(memory.draw(metrics, series, out / "figures"))
+    paths.update({name: out / "figures" / f"{name}.png" for name in memory.FIGURES})
+    figures.update(batching.draw(metrics, series, out / "figures"))
+    paths.update({name: out / "figures" / f"{name}.png" for name in (*FIGURES, *batching.FIGURES)})
     parts = sections(metrics, tables)
     paths["markdown"] = out / "comparison.md"
     paths["markdown"].write_text(markdown(parts, figures))

@@ -24,7 +24,7 @@ THROUGHPUT_GAIN = 1.10  # best batch >= 1.1x the tokens/s of the smallest: batch
 # A run learned when its final held-out loss is at most 30% of the predict-the-mean baseline of
 # the held-out split (issue 8): well below what any constant prediction reaches.
 LEARNED_RATIO = 0.30
-# The experiments' criteria (report/experiments_*.py).
+# The experiments' criteria (report/experiments/).
 LINEAR_R2 = 0.98  # peak vs B this close to a line: the linear memory model holds
 SAME_THROUGHPUT = 0.05  # the largest fitting batch within 5% of the best fitting one's tokens/s
 MIN_TIMED_EPOCHS = 3  # fewer epochs give no spread: no speed verdict

@@ -5,16 +5,26 @@ records, base setting) and the step time and peak memory at the small anchor sha
 Verdict, per run, variant and dtype other than float64: the loss of precision matters when
 the hidden states are off the float64 reference by more than OUTPUT_ERROR_MATTERS (absolute;
 h is in [-1, 1]) or the held-out loss differs by more than SAME_LOSS (relative) from the run
-in the most precise dtype trained (REFERENCE_DTYPES: float64, else float32).
-"""
+in the most precise dtype trained (REFERENCE_DTYPES: float64, else float32)."""
 
 from __future__ import annotations
 
-import pandas as pd
+import matplotlib
 
-from rnnopt.report import wide
-from rnnopt.report.experiment_rows import missing_row, number, ok_records
-from rnnopt.report.verdicts import OUTPUT_ERROR_MATTERS, SAME_LOSS
+matplotlib.use("Agg")
+
+import matplotlib.pyplot as plt  # noqa: E402
+import matplotlib.ticker  # noqa: E402
+import pandas as pd  # noqa: E402
+import seaborn as sns  # noqa: E402
+
+from rnnopt.report import wide  # noqa: E402
+from rnnopt.report.experiments.rows import first_run, missing_row, number, ok_records  # noqa: E402
+from rnnopt.report.figures import NoData  # noqa: E402
+from rnnopt.report.verdicts import (  # noqa: E402
+    OUTPUT_ERROR_MATTERS,
+    SAME_LOSS,
+)
 
 # Held-out losses compare with the most precise of these dtypes that was trained.
 REFERENCE_DTYPES = ("float64", "float32")
@@ -128,3 +138,25 @@ def precision_rows(metrics: pd.DataFrame, run: str) -> list[dict]:
             }
         )
     return rows
+
+
+def precision_error(metrics: pd.DataFrame, series: pd.DataFrame):
+    records = wide.records(metrics, "precision")
+    records = records[(records["status"] == "ok") & (records["dtype"] != "float64")]
+    run, records = first_run(records, "precision records below float64")
+    curves = series[
+        (series["series"] == "error_per_step") & series["source"].isin(records["source"])
+    ]
+    if curves.empty:
+        raise NoData("no error_per_step series in the precision records")
+    curves = curves.merge(wide.with_labels(records)[["source", "label"]], on="source")
+    curves = curves[curves["value"] > 0]
+    fig, ax = plt.subplots(figsize=(8, 4.5))
+    sns.lineplot(curves, x="step", y="value", hue="label", ax=ax, linewidth=1)
+    ax.set_yscale("log")
+    ax.set_xlabel("time step t")
+    ax.set_ylabel("max |h_t - h_t(float64)| over batch and units")
+    ax.set_title(
+        f"Error against float64 along the sequence, {run}: {wide.shape_text(records.iloc[0])}"
+    )
+    return fig

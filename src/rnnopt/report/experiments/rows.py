@@ -1,10 +1,11 @@
-"""Helpers the experiment reports share: ok records, numbers, "not measured here" rows."""
+"""Helpers the experiment rows share: ok records, numbers, "not measured here" rows."""
 
 from __future__ import annotations
 
 import pandas as pd
 
 from rnnopt.report import wide
+from rnnopt.report.figures import NoData  # noqa: E402
 from rnnopt.report.wide import NONE
 
 COLUMNS = ["experiment", "claim", "run", "result", "verdict"]
@@ -37,3 +38,15 @@ def missing_row(experiment: str, claim: str, why: str) -> dict:
         "result": NONE,
         "verdict": f"not measured here: {why}",
     }
+
+
+def value_of(row, name: str):
+    value = row.get(name)
+    return None if value is None or pd.isna(value) else value
+
+
+def first_run(frame: pd.DataFrame, what: str) -> tuple[str, pd.DataFrame]:
+    if frame.empty:
+        raise NoData(f"no {what}")
+    run = sorted(frame["run"].unique())[0]
+    return run, frame[frame["run"] == run]

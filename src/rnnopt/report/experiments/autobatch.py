@@ -1,11 +1,6 @@
-"""Figures of the batching experiments (rnnopt.report.experiments_batching): the autobatch
-search (throughput and peak against B, budget, fit and pick) and the three ways of batching
-variable-length sequences (epoch time, padding fraction, peak heap). Always written: without
-the records a figure needs, its PNG says what is missing."""
+"""Automatic batch size (rnnopt autobatch): its rows with verdicts and its figure."""
 
 from __future__ import annotations
-
-from pathlib import Path
 
 import matplotlib
 
@@ -15,13 +10,62 @@ import matplotlib.pyplot as plt  # noqa: E402
 import matplotlib.ticker  # noqa: E402
 import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
-import seaborn as sns  # noqa: E402
 
 from rnnopt.report import wide  # noqa: E402
-from rnnopt.report.figures import NoData, save_figures  # noqa: E402
+from rnnopt.report.experiments.rows import value_of  # noqa: E402
+from rnnopt.report.figures import NoData  # noqa: E402
+from rnnopt.report.verdicts import (  # noqa: E402
+    LINEAR_R2,
+    SAME_THROUGHPUT,
+)
+from rnnopt.report.wide import NONE  # noqa: E402
 
-WAYS = ("padded", "bucketed", "packed")
-FIGURES = ("autobatch", "varlen")
+
+def autobatch_rows(row, points: pd.DataFrame) -> list[dict]:
+    what = f"{wide.label(row)} {row['phase']}, T={row['seq_len']} I={row['input_size']}: "
+    pick_row = {"experiment": "automatic batch size under a memory budget", "guide": "4, 7; C4"}
+    linear_row = {"experiment": "peak memory linear in the batch size", "guide": "4; C3"}
+    if row["status"] != "ok":
+        why = f"not measured here: {row['status']}: {row['reason']}"
+        return [entry | {"result": NONE, "verdict": why} for entry in (pick_row, linear_row)]
+    budget = row["budget_mib"]
+    pick_batch = int(row["pick_batch"])
+    largest = int(row["max_fitting_batch"])
+    fitting = points[points["fits"] == 1]
+    largest_tps = fitting.loc[fitting["batch"] == largest, "tokens_per_s"].max()
+    ratio = value_of(row, "pick_over_batch1_tokens_per_s")
+    result = (
+        f"{what}budget {budget:g} MiB: pick B={pick_batch}, {row['pick_tokens_per_s']:.3g} "
+        f"tokens/s"
+        + (f" ({ratio:.1f}x B=1)" if ratio else "")
+        + f", peak {row['pick_peak_mib']:.2f} MiB; largest fitting B={largest}; "
+        f"{int(row['points_tried'])} points"
+    )
+    if not row["budget_binding"]:
+        verdict = f"not measured here: the budget never binds up to max_batch={largest}"
+    elif largest_tps >= (1 - SAME_THROUGHPUT) * row["pick_tokens_per_s"]:
+        verdict = f"supported: the largest fitting batch B={largest} is (within 5%) the fastest"
+    else:
+        verdict = (
+            f"not supported: B={pick_batch} gives {row['pick_tokens_per_s'] / largest_tps:.2f}x "
+            f"the tokens/s of the largest fitting B={largest}"
+        )
+    r2 = value_of(row, "fit.r2")
+    if r2 is None:
+        fit_result, fit_verdict = NONE, "not measured here: fewer than two batch sizes ran"
+    else:
+        fit_result = (
+            f"peak = {row['fit.intercept_mib']:.3f} + {row['fit.slope_mib_per_batch']:.4f} * B "
+            f"MiB, R^2 {r2:.4f} over {int(row['fit.n'])} points; the model's largest fitting "
+            f"B={int(row['fit.predicted_max_batch'])}, measured {largest}"
+        )
+        fit_verdict = (
+            "supported" if r2 >= LINEAR_R2 else f"not supported: R^2 {r2:.3f} < {LINEAR_R2}"
+        )
+    return [
+        pick_row | {"result": result, "verdict": verdict},
+        linear_row | {"result": fit_result, "verdict": fit_verdict},
+    ]
 
 
 def points_of(series: pd.DataFrame, source: str) -> pd.DataFrame:
@@ -90,48 +134,3 @@ def autobatch_figure(metrics: pd.DataFrame, series: pd.DataFrame):
         bottom.legend(fontsize=7)
     fig.suptitle("Automatic batch size: every measured point, the budget and the pick")
     return fig
-
-
-def varlen_figure(metrics: pd.DataFrame, series: pd.DataFrame):
-    """Epoch time, padding fraction and peak heap per way of batching, per variant."""
-    varlen = wide.records(metrics, "varlen")
-    varlen = wide.with_labels(varlen[varlen["status"] == "ok"])
-    if varlen.empty:
-        raise NoData("no ok varlen records")
-    if varlen["run"].nunique() > 1:
-        varlen["label"] = varlen["label"] + " (" + varlen["run"] + ")"
-    long = pd.DataFrame(
-        [
-            {
-                "variant": row["label"],
-                "way": way,
-                "epoch ms": row[f"{way}.epoch_ms.median"],
-                "padding fraction": row[f"{way}.padding_fraction"],
-                "peak MiB": row[f"{way}.peak_mib"],
-            }
-            for _, row in varlen.iterrows()
-            for way in WAYS
-        ]
-    )
-    fig, axes = plt.subplots(1, 3, figsize=(15, 4.8))
-    for ax, y in zip(axes, ("epoch ms", "padding fraction", "peak MiB"), strict=True):
-        sns.barplot(data=long, x="variant", y=y, hue="way", hue_order=WAYS, ax=ax)
-        ax.set_xlabel("")
-        ax.tick_params(axis="x", labelsize=8)
-    first = varlen.iloc[0]
-    axes[0].set_ylabel("median time per epoch, ms")
-    axes[1].set_ylabel("padded / computed tokens (wasted FLOPs)")
-    axes[2].set_ylabel("peak heap of one epoch, MiB (memray)")
-    fig.suptitle(
-        f"Variable-length batching: {first['task']}, B={first['batch']}, T<={first['seq_len']}, "
-        f"H={first['hidden_size']}; packed = masked where no packed kernel exists"
-    )
-    return fig
-
-
-def draw(metrics: pd.DataFrame, series: pd.DataFrame, out_dir: str | Path) -> dict[str, str]:
-    """Write out_dir/autobatch.png and varlen.png; name -> "" or why it holds no data."""
-    makers = (("autobatch", autobatch_figure), ("varlen", varlen_figure))
-    return save_figures(
-        {name: (lambda make=make: make(metrics, series)) for name, make in makers}, out_dir
-    )

@@ -1,0 +1,71 @@
+"""The report's section "Batching experiments": automatic batch size and variable-length
+batching, their table and figures."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pandas as pd
+
+from rnnopt.report import wide
+from rnnopt.report.experiments.autobatch import autobatch_figure, autobatch_rows, points_of
+from rnnopt.report.experiments.varlen import varlen_figure, varlen_rows
+from rnnopt.report.figures import save_figures  # noqa: E402
+from rnnopt.report.verdicts import (
+    LINEAR_R2,
+    SAME_THROUGHPUT,
+)
+from rnnopt.report.wide import NONE
+
+ABOUT = (
+    "Automatic batch size: every batch tried (doubling, then probes guided by a linear fit of "
+    "the peak against B), tokens/s by the timing protocol, peak heap by rnnopt.measure.heap; "
+    "the pick is the fastest batch within the budget. Variable-length batching: one dataset "
+    "trained three ways from the same weights, an epoch being one step over every batch. Verdicts: "
+    f"the largest fitting batch within {SAME_THROUGHPUT:.0%} of the fastest; R^2 >= "
+    f"{LINEAR_R2} for a linear memory model; epoch-time interval above 1x with equal losses; "
+    "losses within the dtype's tolerance (rnnopt.experiments.varlen.LOSS_RTOL)."
+)
+
+
+def table(metrics: pd.DataFrame, series: pd.DataFrame) -> pd.DataFrame:
+    """experiment, guide, run, result, verdict: the batching experiments of every run."""
+    auto, varlen = wide.records(metrics, "autobatch"), wide.records(metrics, "varlen")
+    rows = []
+    for run in wide.runs(metrics, placeholder=True):
+        found = []
+        for _, row in auto[auto["run"] == run].iterrows():
+            found += autobatch_rows(row, points_of(series, row["source"]))
+        if auto[auto["run"] == run].empty:
+            found += [
+                {
+                    "experiment": "automatic batch size under a memory budget",
+                    "guide": "4, 7; C4",
+                    "result": NONE,
+                    "verdict": "not measured here: no autobatch record",
+                }
+            ]
+        for _, row in varlen[varlen["run"] == run].iterrows():
+            found += varlen_rows(row)
+        if varlen[varlen["run"] == run].empty:
+            found += [
+                {
+                    "experiment": "variable-length batching",
+                    "guide": "7",
+                    "result": NONE,
+                    "verdict": "not measured here: no varlen record",
+                }
+            ]
+        rows += [{"run": run, **entry} for entry in found]
+    return pd.DataFrame(rows, columns=["experiment", "guide", "run", "result", "verdict"])
+
+
+FIGURES = ("autobatch", "varlen")
+
+
+def draw(metrics: pd.DataFrame, series: pd.DataFrame, out_dir: str | Path) -> dict[str, str]:
+    """Write out_dir/autobatch.png and varlen.png; name -> "" or why it holds no data."""
+    makers = (("autobatch", autobatch_figure), ("varlen", varlen_figure))
+    return save_figures(
+        {name: (lambda make=make: make(metrics, series)) for name, make in makers}, out_dir
+    )

@@ -1,0 +1,131 @@
+"""Weights against the cache (C13, a hidden-size sweep of rnnopt profile): rows, figure."""
+
+from __future__ import annotations
+
+import matplotlib
+
+matplotlib.use("Agg")
+
+import matplotlib.pyplot as plt  # noqa: E402
+import matplotlib.ticker  # noqa: E402
+import pandas as pd  # noqa: E402
+import seaborn as sns  # noqa: E402
+
+from rnnopt.report import wide  # noqa: E402
+from rnnopt.report.experiments.rows import first_run, format_bytes, missing_row, number, ok_records  # noqa: E402
+from rnnopt.report.verdicts import (  # noqa: E402
+    CACHE_DROP,
+    MIN_SWEEP_POINTS,
+)
+
+ITEMSIZE = {"float64": 8, "float32": 4, "tfloat32": 4, "bfloat16": 2, "float16": 2}
+
+
+CACHE_LEVELS = (("l1d", "L1d"), ("l2", "L2"), ("l3", "L3"))
+
+
+def cache_points(metrics: pd.DataFrame) -> pd.DataFrame:
+    """Profile records of every hidden-size sweep, one row per point, with W_hh bytes, weight
+    bytes per step and the smallest cache level W_hh fits in ('beyond L3' if none)."""
+    profile = ok_records(metrics, "profile")
+    keys = ["run", "variant", "dtype", "device", "phase", "threads", "batch", "seq_len"]
+    keys.append("input_size")
+    if profile.empty:
+        return profile.assign(w_hh_bytes=[], weight_bytes_per_step=[], level=[])
+    sizes = profile.groupby(keys, dropna=False)["hidden_size"].transform("nunique")
+    sweep = profile[sizes >= MIN_SWEEP_POINTS].copy()
+    H = sweep["hidden_size"].astype(float)
+    itemsize = sweep["dtype"].map(ITEMSIZE).astype(float)
+    sweep["w_hh_bytes"] = 4 * H * H * itemsize
+    weights = 4 * H * (sweep["input_size"].astype(float) + H) + 8 * H
+    sweep["weight_bytes_per_step"] = weights * itemsize
+    sweep["level"] = [_level(row) for _, row in sweep.iterrows()]
+    return sweep.sort_values([*keys, "hidden_size"]).reset_index(drop=True)
+
+
+def _level(row) -> str | None:
+    """'L1d' / 'L2' / 'L3': the smallest cache W_hh fits in; 'beyond L3'; None if unknown."""
+    sizes = [(name, number(row.get(f"{key}_bytes"))) for key, name in CACHE_LEVELS]
+    if any(size is None for _, size in sizes):
+        return None
+    for name, size in sizes:
+        if row["w_hh_bytes"] <= size:
+            return name
+    return "beyond L3"
+
+
+def cache_verdict(points: pd.DataFrame) -> tuple[str, str]:
+    """(result, verdict) of one sweep (one run, variant, dtype, phase, threads)."""
+    cells = [
+        f"H={int(r.hidden_size)} ({format_bytes(r.w_hh_bytes)}, {r.level or '?'}) {r.gflops:.1f}"
+        for r in points.itertuples()
+    ]
+    result = "GFLOP/s by H (W_hh, where it fits): " + "; ".join(cells)
+    if points["level"].isna().any():
+        return result, "not measured here: the host's cache sizes are unknown"
+    inside = points.loc[points["level"] != "beyond L3", "gflops"]
+    beyond = points.loc[points["level"] == "beyond L3", "gflops"]
+    if inside.empty or beyond.empty:
+        where = "beyond" if beyond.empty else "inside"
+        return result, f"not measured here: no hidden size with W_hh {where} L3"
+    ratio = beyond.max() / inside.max()
+    result += f"; best beyond L3 / best inside {ratio:.2f}x"
+    if ratio < CACHE_DROP:
+        return result, f"supported: a drop at the L3 boundary ({ratio:.2f}x < {CACHE_DROP})"
+    return result, f"not supported: no drop at the L3 boundary ({ratio:.2f}x >= {CACHE_DROP})"
+
+
+def cache_rows(metrics: pd.DataFrame, run: str) -> list[dict]:
+    points = cache_points(metrics)
+    points = points[points["run"] == run]
+    rows = []
+    for (variant, dtype, phase, threads), group in points.groupby(
+        ["variant", "dtype", "phase", "threads"], sort=True
+    ):
+        result, verdict = cache_verdict(group)
+        first = group.iloc[0]
+        fixed = f"B={first['batch']} T={first['seq_len']} I={first['input_size']}"
+        rows.append(
+            {
+                "experiment": f"weights vs cache: {variant} {wide.DTYPE_SHORT[dtype]} {phase}, "
+                f"{fixed}, {threads} thread{'s' if threads > 1 else ''}",
+                "claim": "C13",
+                "result": result,
+                "verdict": verdict,
+            }
+        )
+    if not rows:
+        rows.append(missing_row("weights vs cache (hidden-size sweep)", "C13", "no sweep records"))
+    return rows
+
+
+def weights_vs_cache(metrics: pd.DataFrame, series: pd.DataFrame):
+    run, points = first_run(cache_points(metrics), "hidden-size sweep (profile records)")
+    points = wide.with_labels(points)
+    points["curve"] = points["label"] + " " + points["phase"]
+    fig, ax = plt.subplots(figsize=(8, 4.5))
+    sns.lineplot(points, x="w_hh_bytes", y="gflops", hue="curve", marker="o", ax=ax)
+    ax.set_xscale("log", base=2)
+    first = points.iloc[0]
+    for key, name in CACHE_LEVELS:
+        size = first.get(f"{key}_bytes")
+        if size is not None and not pd.isna(size):
+            ax.axvline(float(size), color="grey", linestyle="--", linewidth=1)
+            ax.text(
+                float(size),
+                ax.get_ylim()[1],
+                f" {name} {format_bytes(float(size))}",
+                rotation=90,
+                va="top",
+                ha="right",
+                fontsize=8,
+                color="grey",
+            )
+    ax.set_xlabel("W_hh bytes (4H x H x itemsize), log scale")
+    ax.set_ylabel("achieved GFLOP/s")
+    ax.set_title(
+        f"Weights against the cache (C13), {run}: B={first['batch']} T={first['seq_len']} "
+        f"I={first['input_size']}, {int(first['threads'])} thread(s)"
+    )
+    ax.legend(fontsize=8)
+    return fig

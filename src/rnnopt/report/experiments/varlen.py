@@ -1,0 +1,111 @@
+"""Variable-length batching (rnnopt varlen): its rows with verdicts and its figure."""
+
+from __future__ import annotations
+
+import matplotlib
+
+matplotlib.use("Agg")
+
+import matplotlib.pyplot as plt  # noqa: E402
+import matplotlib.ticker  # noqa: E402
+import pandas as pd  # noqa: E402
+import seaborn as sns  # noqa: E402
+
+from rnnopt.report import wide  # noqa: E402
+from rnnopt.report.figures import NoData  # noqa: E402
+from rnnopt.report.verdicts import (  # noqa: E402
+    MIN_TIMED_EPOCHS,
+)
+
+
+def epoch_speedup(row, candidate: str) -> tuple[float, float, float]:
+    """(median, low, high) of padded / candidate epoch time, from medians +- IQR/2."""
+    base, cand = row["padded.epoch_ms.median"], row[f"{candidate}.epoch_ms.median"]
+    base_half, cand_half = row["padded.epoch_ms.iqr"] / 2, row[f"{candidate}.epoch_ms.iqr"] / 2
+    low = (base - base_half) / (cand + cand_half)
+    high = (base + base_half) / (cand - cand_half) if cand > cand_half else float("inf")
+    return base / cand, low, high
+
+
+def varlen_rows(row) -> list[dict]:
+    label = wide.label(row)
+    experiments = {
+        "bucketed": "length-sorted buckets vs padding each batch",
+        "packed": "packed sequences vs padding each batch",
+    }
+    exact = {"experiment": "masking makes padding exact (equal losses)", "guide": "7"}
+    if row["status"] != "ok":
+        why = f"not measured here: {row['status']}: {row['reason']}"
+        return [
+            {"experiment": e, "guide": "7", "result": f"{label}: -", "verdict": why}
+            for e in (*experiments.values(), exact["experiment"])
+        ]
+    agree = bool(row["losses_agree"])
+    rows = []
+    for way, experiment in experiments.items():
+        median, low, high = epoch_speedup(row, way)
+        kernel = way != "packed" or bool(row["packed.packed_kernel"])
+        name = way if kernel else "masked (no packed kernel)"
+        result = (
+            f"{label}: {name}: padding {row['padded.padding_fraction']:.0%} -> "
+            f"{row[f'{way}.padding_fraction']:.0%}, epoch {row['padded.epoch_ms.median']:.1f} -> "
+            f"{row[f'{way}.epoch_ms.median']:.1f} ms ({median:.2f}x, {low:.2f}-{high:.2f}), "
+            f"peak {row['padded.peak_mib']:.2f} -> {row[f'{way}.peak_mib']:.2f} MiB"
+        )
+        if not kernel:
+            verdict = "not measured here: no packed kernel; masking computes every padded step"
+        elif not agree:
+            verdict = "not supported: the losses differ (see the exactness row)"
+        elif min(row["padded.epoch_ms.n"], row[f"{way}.epoch_ms.n"]) < MIN_TIMED_EPOCHS:
+            verdict = f"not measured here: fewer than {MIN_TIMED_EPOCHS} timed epochs"
+        elif low > 1:
+            verdict = f"supported: {median:.2f}x faster per epoch"
+        elif high < 1:
+            verdict = f"not supported: slower ({median:.2f}x)"
+        else:
+            verdict = f"not supported: no clear speedup ({low:.2f}-{high:.2f}x)"
+        rows.append({"experiment": experiment, "guide": "7", "result": result, "verdict": verdict})
+    worst, rtol = row["loss_max_rel_diff"], row["loss_rtol"]
+    result = f"{label}: epoch losses of the 3 ways differ by at most {worst:.1e} (relative)"
+    verdict = "supported" if agree else f"not supported: {worst:.1e} > tolerance {rtol:g}"
+    return [*rows, exact | {"result": result, "verdict": f"{verdict} (tolerance {rtol:g})"}]
+
+
+WAYS = ("padded", "bucketed", "packed")
+
+
+def varlen_figure(metrics: pd.DataFrame, series: pd.DataFrame):
+    """Epoch time, padding fraction and peak heap per way of batching, per variant."""
+    varlen = wide.records(metrics, "varlen")
+    varlen = wide.with_labels(varlen[varlen["status"] == "ok"])
+    if varlen.empty:
+        raise NoData("no ok varlen records")
+    if varlen["run"].nunique() > 1:
+        varlen["label"] = varlen["label"] + " (" + varlen["run"] + ")"
+    long = pd.DataFrame(
+        [
+            {
+                "variant": row["label"],
+                "way": way,
+                "epoch ms": row[f"{way}.epoch_ms.median"],
+                "padding fraction": row[f"{way}.padding_fraction"],
+                "peak MiB": row[f"{way}.peak_mib"],
+            }
+            for _, row in varlen.iterrows()
+            for way in WAYS
+        ]
+    )
+    fig, axes = plt.subplots(1, 3, figsize=(15, 4.8))
+    for ax, y in zip(axes, ("epoch ms", "padding fraction", "peak MiB"), strict=True):
+        sns.barplot(data=long, x="variant", y=y, hue="way", hue_order=WAYS, ax=ax)
+        ax.set_xlabel("")
+        ax.tick_params(axis="x", labelsize=8)
+    first = varlen.iloc[0]
+    axes[0].set_ylabel("median time per epoch, ms")
+    axes[1].set_ylabel("padded / computed tokens (wasted FLOPs)")
+    axes[2].set_ylabel("peak heap of one epoch, MiB (memray)")
+    fig.suptitle(
+        f"Variable-length batching: {first['task']}, B={first['batch']}, T<={first['seq_len']}, "
+        f"H={first['hidden_size']}; packed = masked where no packed kernel exists"
+    )
+    return fig
