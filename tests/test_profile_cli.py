@@ -11,6 +11,7 @@ import rnnopt.cli.profile
 import rnnopt.measure.harness
 import rnnopt.measure.peak
 import rnnopt.models.variants
+from rnnopt.cli import main
 from rnnopt.models.flops import PHASES
 from rnnopt.models.variants.base import Runner
 from rnnopt.records import read_record
@@ -310,3 +311,15 @@ def test_a_time_budget_is_a_finite_positive_number(text):
 
     with pytest.raises(argparse.ArgumentTypeError, match="finite positive number"):
         positive_float(text)
+
+
+def test_an_unwritable_out_is_one_line_before_any_measurement(tmp_path, capsys):
+    """It was found after the whole measurement, with a traceback (issue 23, item 9)."""
+    blocker = tmp_path / "a-file"
+    blocker.write_text("")
+    out = blocker / "profile.json"  # its folder is a file: nothing can be written there
+    argv = ["profile", "--variant", "numpy-lstm-naive", *TINY, "--phase", "step", "--threads", "1"]
+    argv += ["--out", str(out)]
+    assert main(argv) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and err[0].startswith(f"rnnopt profile: error: --out {out}: cannot write")

@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import os
 import sys
+from pathlib import Path
 
 from rnnopt.errors import UserError
 
@@ -40,7 +42,21 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     try:
+        check_output_folder(getattr(args, "out", None))
         return args.func(args) or 0
     except UserError as error:
         print(f"rnnopt {args.command}: error: {error}", file=sys.stderr)
         return 2
+
+
+def check_output_folder(out: str | None) -> None:
+    """--out can be written, before any measurement (an unwritable --out was found after the
+    whole measurement, with a traceback): its nearest existing folder is a folder we may
+    write in. Nothing is created here: a command that refuses its flags writes nothing."""
+    if not out:
+        return
+    existing = Path(out).absolute().parent
+    while not existing.exists():
+        existing = existing.parent
+    if not existing.is_dir() or not os.access(existing, os.W_OK | os.X_OK):
+        raise UserError(f"--out {out}: cannot write there ({existing} is not a writable folder)")
