@@ -14,6 +14,7 @@ from __future__ import annotations
 
 from rnnopt.cli.common import (
     add_timing_arguments,
+    add_variant_arguments,
     apply_variant_threads,
     check_variant_name,
     config_of,
@@ -25,7 +26,6 @@ from rnnopt.experiments import autobatch
 from rnnopt.experiments.autobatch import Measurer, NothingFits
 from rnnopt.measure.harness import VariantFailed
 from rnnopt.models.flops import PHASES
-from rnnopt.models.variants.base import DEVICES, DTYPES
 from rnnopt.records import failure_of, make_record, write_record
 
 
@@ -35,9 +35,7 @@ def register(subparsers) -> None:
         help="largest-throughput batch size under a memory budget, by measured points",
         description=__doc__,
     )
-    parser.add_argument("--variant", required=True, help="variant name (rnnopt.list_variants)")
-    parser.add_argument("--dtype", default="float32", choices=DTYPES)
-    parser.add_argument("--device", default="cpu", choices=DEVICES)
+    add_variant_arguments(parser)
     parser.add_argument("--seq-len", type=positive_int, required=True, metavar="T")
     parser.add_argument("--input-size", type=positive_int, required=True, metavar="I")
     parser.add_argument("--hidden-size", type=positive_int, required=True, metavar="H")

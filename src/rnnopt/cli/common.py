@@ -61,6 +61,13 @@ def positive_float(text: str) -> float:
     return value
 
 
+def add_variant_arguments(parser: argparse.ArgumentParser) -> None:
+    """--variant, --dtype, --device: which variant every per-variant command measures."""
+    parser.add_argument("--variant", required=True, help="variant name (rnnopt.list_variants)")
+    parser.add_argument("--dtype", default="float32", choices=DTYPES)
+    parser.add_argument("--device", default="cpu", choices=DEVICES)
+
+
 def add_measurement_arguments(
     parser: argparse.ArgumentParser, phases=PHASES, several_phases: bool = False
 ) -> None:
@@ -68,9 +75,7 @@ def add_measurement_arguments(
 
     With `several_phases`, --phase takes one or more phases and --out is a path template
     with {phase} in it."""
-    parser.add_argument("--variant", required=True, help="variant name (rnnopt.list_variants)")
-    parser.add_argument("--dtype", default="float32", choices=DTYPES)
-    parser.add_argument("--device", default="cpu", choices=DEVICES)
+    add_variant_arguments(parser)
     parser.add_argument("--batch", type=positive_int, required=True, metavar="B")
     parser.add_argument("--seq-len", type=positive_int, required=True, metavar="T")
     parser.add_argument("--input-size", type=positive_int, required=True, metavar="I")

@@ -8,6 +8,7 @@ the error per step (series error_per_step), in one record of kind "precision".
 from __future__ import annotations
 
 from rnnopt.cli.common import (
+    add_variant_arguments,
     apply_variant_threads,
     check_variant_name,
     positive_int,
@@ -17,7 +18,6 @@ from rnnopt.cli.common import (
 from rnnopt.experiments.precision import DEFAULT_SHAPE, long_sequence_errors
 from rnnopt.measure.harness import VariantFailed, guarded
 from rnnopt.models.variants import get_variant
-from rnnopt.models.variants.base import DEVICES, DTYPES
 
 
 def register(subparsers) -> None:
@@ -26,9 +26,7 @@ def register(subparsers) -> None:
         help="error against the float64 reference over a long sequence",
         description=__doc__,
     )
-    parser.add_argument("--variant", required=True, help="variant name (rnnopt.list_variants)")
-    parser.add_argument("--dtype", default="float32", choices=DTYPES)
-    parser.add_argument("--device", default="cpu", choices=DEVICES)
+    add_variant_arguments(parser)
     for flag, key in (
         ("--batch", "batch"),
         ("--seq-len", "seq_len"),

@@ -13,6 +13,7 @@ difference between the ways' losses says whether they agree (rnnopt.experiments.
 from __future__ import annotations
 
 from rnnopt.cli.common import (
+    add_variant_arguments,
     apply_variant_threads,
     check_variant_name,
     config_of,
@@ -26,7 +27,6 @@ from rnnopt.experiments.varlen import measure
 from rnnopt.measure.harness import VariantFailed, guarded
 from rnnopt.models.flops import Shape
 from rnnopt.models.variants import get_variant
-from rnnopt.models.variants.base import DEVICES, DTYPES
 from rnnopt.records import failure_of, make_record, write_record
 from rnnopt.train import data
 
@@ -37,9 +37,7 @@ def register(subparsers) -> None:
         help="variable-length batching: padded, length-sorted buckets, packed / masked",
         description=__doc__,
     )
-    parser.add_argument("--variant", required=True, help="variant name (rnnopt.list_variants)")
-    parser.add_argument("--dtype", default="float32", choices=DTYPES)
-    parser.add_argument("--device", default="cpu", choices=DEVICES)
+    add_variant_arguments(parser)
     parser.add_argument("--task", default="sine", choices=data.TASKS)
     parser.add_argument("--n-sequences", type=positive_int, required=True, metavar="N")
     parser.add_argument("--seq-len", type=positive_int, required=True, metavar="T")

@@ -12,7 +12,7 @@ import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
 
 from rnnopt.report import wide  # noqa: E402
-from rnnopt.report.experiments.rows import value_of  # noqa: E402
+from rnnopt.report.experiments.rows import number  # noqa: E402
 from rnnopt.report.figures import NoData  # noqa: E402
 from rnnopt.report.verdicts import (  # noqa: E402
     LINEAR_R2,
@@ -33,7 +33,7 @@ def autobatch_rows(row, points: pd.DataFrame) -> list[dict]:
     largest = int(row["max_fitting_batch"])
     fitting = points[points["fits"] == 1]
     largest_tps = fitting.loc[fitting["batch"] == largest, "tokens_per_s"].max()
-    ratio = value_of(row, "pick_over_batch1_tokens_per_s")
+    ratio = number(row.get("pick_over_batch1_tokens_per_s"))
     result = (
         f"{what}budget {budget:g} MiB: pick B={pick_batch}, {row['pick_tokens_per_s']:.3g} "
         f"tokens/s"
@@ -50,7 +50,7 @@ def autobatch_rows(row, points: pd.DataFrame) -> list[dict]:
             f"not supported: B={pick_batch} gives {row['pick_tokens_per_s'] / largest_tps:.2f}x "
             f"the tokens/s of the largest fitting B={largest}"
         )
-    r2 = value_of(row, "fit.r2")
+    r2 = number(row.get("fit.r2"))
     if r2 is None:
         fit_result, fit_verdict = NONE, "not measured here: fewer than two batch sizes ran"
     else:

@@ -40,11 +40,6 @@ def missing_row(experiment: str, claim: str, why: str) -> dict:
     }
 
 
-def value_of(row, name: str):
-    value = row.get(name)
-    return None if value is None or pd.isna(value) else value
-
-
 def first_run(frame: pd.DataFrame, what: str) -> tuple[str, pd.DataFrame]:
     if frame.empty:
         raise NoData(f"no {what}")
