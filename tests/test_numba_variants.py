@@ -1,28 +1,38 @@
-"""numpy-{rnn,lstm}-numba: the fused GEMMs with numba gate kernels, against the float64
-reference and torch autograd; its kernels' float32 tanh; numba's threads follow --threads."""
+"""numpy-{rnn,lstm}-numba: the fused GEMMs with numba gate kernels, both flavours (serial,
+parallel), against the float64 reference and torch autograd; its kernels' float32 tanh.
+Which flavour runs at which thread count: test_numba_threads."""
 
-import os
 import warnings
 
 import numpy as np
 import pytest
 
 import rnnopt
-from rnnopt.measure.threads import apply_threads, effective_threads, threads_match
 from rnnopt.models import reference
+from rnnopt.models.variants import numba_kernels
 from tests.conftest import max_rel_error, small_problem
-from tests.measure_helpers import kept_threads
 from tests.test_numpy_variants import SHAPES, TOLERANCE, assert_matches_reference
 from tests.test_reference import torch_autograd
 
 DTYPES = ["float64", "float32"]
 
 
+@pytest.fixture(params=["serial", "parallel"])
+def flavour(request):
+    return request.param
+
+
+def numba_variant(cell: str, dtype: str, flavour: str):
+    """The variant running `flavour`'s kernels, whatever the thread count in force."""
+    variant = rnnopt.get_variant(f"numpy-{cell}-numba", dtype=dtype)
+    variant.kernels = getattr(numba_kernels, flavour.upper())
+    return variant
+
+
 @pytest.mark.parametrize("dtype", DTYPES)
 @pytest.mark.parametrize("shape", SHAPES, ids=lambda s: "x".join(map(str, s)))
-def test_matches_reference(dtype, cell, shape):
-    variant = rnnopt.get_variant(f"numpy-{cell}-numba", dtype=dtype)
-    assert_matches_reference(variant, cell, shape)
+def test_matches_reference(dtype, cell, shape, flavour):
+    assert_matches_reference(numba_variant(cell, dtype, flavour), cell, shape)
 
 
 @pytest.mark.parametrize("dtype", DTYPES)
@@ -38,16 +48,17 @@ def test_matches_torch_autograd(dtype, cell):
 
 
 @pytest.mark.parametrize("dtype", DTYPES)
-def test_repeated_calls_and_shape_changes_reuse_buffers_safely(dtype, cell):
-    # backward writes dz over the forward's projection: a second vjp must start clean
-    variant = rnnopt.get_variant(f"numpy-{cell}-numba", dtype=dtype)
+def test_repeated_calls_and_shape_changes_reuse_buffers_safely(dtype, cell, flavour):
+    # backward writes dz over the forward's projection, the forward carries c in a buffer:
+    # a second vjp must start clean
+    variant = numba_variant(cell, dtype, flavour)
     for seed, shape in enumerate([SHAPES[0], SHAPES[0], SHAPES[2], SHAPES[0], SHAPES[3]]):
         assert_matches_reference(variant, cell, shape, seed)
 
 
 @pytest.mark.parametrize("dtype", DTYPES)
-def test_saturated_gates_stay_finite_and_silent(dtype, cell):
-    variant = rnnopt.get_variant(f"numpy-{cell}-numba", dtype=dtype)
+def test_saturated_gates_stay_finite_and_silent(dtype, cell, flavour):
+    variant = numba_variant(cell, dtype, flavour)
     params, x, grad_y = small_problem(cell)
     params = {name: value * 100.0 for name, value in params.items()}
     with warnings.catch_warnings():
@@ -109,24 +120,3 @@ def test_float32_kernel_tanh_is_accurate_and_saturates():
         apply(zt, out)
         assert out.dtype == dtype
         assert np.max(np.abs(out - np.tanh(zt.astype(np.float64)))) <= tolerance, dtype
-
-
-def test_numba_threads_follow_the_requested_count():
-    import numba
-
-    with kept_threads():
-        apply_threads(1, use_torch=False)
-        assert os.environ["NUMBA_NUM_THREADS"] == "1"
-        assert numba.get_num_threads() == 1
-        info = effective_threads(1)
-    assert info["numba"] == 1 and threads_match(info)
-    assert not threads_match({**info, "numba": 2})
-
-
-def test_kernels_run_on_the_sleeping_workqueue_layer(cell):
-    # OpenMP's spin-waiting threads starve OpenBLAS's between GEMMs (numba_kernels)
-    import numba
-
-    params, x, _ = small_problem(cell)
-    rnnopt.get_variant(f"numpy-{cell}-numba").forward(params, x)
-    assert numba.threading_layer() == "workqueue"

@@ -2,14 +2,24 @@
 
 Layout is feature-major, as the variant's GEMMs leave it: a workspace is (rows, T*B) with step
 t in columns t*B .. t*B + B - 1, so each hidden unit's B values are contiguous and the inner
-loop over the batch vectorises. The outer loop over hidden units runs in parallel (`prange`;
-the batch is the vectorised inner loop). Only these parfor loops vectorised here: the same
-loops in a plain `njit` stayed scalar (measured), so kernels are parallel even at 1 thread.
-Kernels take whole workspaces and the step t, never slices: numba then compiles for
-C-contiguous arrays and knows the inner stride. Column indices are unsigned: a signed index
-gets numba's negative-index wraparound, which hides from LLVM that a read and a write of the
-same array hit the same element, and the loop stays scalar. Outputs never share an array
-with inputs: in place, the vectorised loop did not run (8x slower, measured).
+loop over the batch vectorises. Kernels take whole workspaces and the step t, never slices:
+numba then compiles for C-contiguous arrays and knows the inner stride. Column indices are
+unsigned: a signed index gets numba's negative-index wraparound, which hides from LLVM that a
+read and a write of the same array hit the same element, and the loop stays scalar.
+
+Each kernel comes in two flavours from one source (`Kernels`): "serial", a plain `njit`, and
+"parallel", whose outer loop over hidden units (`prange`) numba splits over its threads. A
+parallel launch hands the loop to a sleeping pool thread and waits for it; at the small shape
+that cost 100 us against 5 us for the serial forward, and how much depended on whether the
+other core was awake (measured). `kernels_for` picks serial at 1 thread, parallel above.
+
+What a plain `njit` loop needs to vectorise (numba compiles parfor bodies with the first):
+- error_model="numpy": numba's default checks every division for a zero divisor, a branch out
+  of the loop that keeps it scalar;
+- an array both read and written only at the same element (c, dc): LLVM hoists its runtime
+  alias checks out of the loop over hidden units, so they compare whole blocks, and block t of
+  an array overlaps its block t + 1: the check fails and the scalar loop runs (4-6x slower,
+  measured). Hence the forward carries c_{t-1} in a (H, B) state rather than reading cs.
 
 Activations: float32 uses a rational approximation of tanh (Eigen's, max error ~3e-7 on
 [-7.9, 7.9], exact to float32 beyond by clamping) that LLVM vectorises; libm's tanhf would be
@@ -23,10 +33,13 @@ float64. `cache=True`: compiled code goes to NUMBA_CACHE_DIR (or __pycache__), r
 from __future__ import annotations
 
 import math
+from types import FunctionType
+from typing import NamedTuple
 
 import numba
 import numpy as np
 from numba import njit, prange, types, uint64
+from numba.core.dispatcher import Dispatcher
 from numba.extending import overload
 
 # numba's OpenMP layer spin-waits after each parallel kernel while OpenBLAS's threads wait for
@@ -87,11 +100,10 @@ def _sigmoid(z, half):
     return half + half * gate_tanh(half * z)
 
 
-@njit(parallel=True, fastmath=FASTMATH, cache=True)
-def lstm_forward_step(pre, recurrent, acts, cs, hs, t, one):
+def lstm_forward_step(pre, recurrent, c, acts, cs, hs, t, one):
     """One LSTM step. pre (4H, T*B): input projection with the bias folded in; recurrent
-    (4H, B): W_hh h_{t-1}; writes the activations i, f, g, o to acts (4H, T*B) at step t's
-    columns; cs, hs (H, (T+1)*B): reads c_{t-1} at block t, writes c_t, h_t at block t + 1."""
+    (4H, B): W_hh h_{t-1}; c (H, B): c_{t-1} in, c_t out; writes the activations i, f, g, o to
+    acts (4H, T*B) at step t's columns, c_t and h_t to cs, hs (H, (T+1)*B) at block t + 1."""
     H, B = recurrent.shape[0] // 4, uint64(recurrent.shape[1])
     col = uint64(t) * B
     half = one / (one + one)
@@ -101,16 +113,16 @@ def lstm_forward_step(pre, recurrent, acts, cs, hs, t, one):
             f = _sigmoid(pre[H + j, col + b] + recurrent[H + j, b], half)
             g = gate_tanh(pre[2 * H + j, col + b] + recurrent[2 * H + j, b])
             o = _sigmoid(pre[3 * H + j, col + b] + recurrent[3 * H + j, b], half)
-            c = f * cs[j, col + b] + i * g
+            c_t = f * c[j, b] + i * g
             acts[j, col + b] = i
             acts[H + j, col + b] = f
             acts[2 * H + j, col + b] = g
             acts[3 * H + j, col + b] = o
-            cs[j, col + B + b] = c
-            hs[j, col + B + b] = o * gate_tanh(c)
+            c[j, b] = c_t
+            cs[j, col + B + b] = c_t
+            hs[j, col + B + b] = o * gate_tanh(c_t)
 
 
-@njit(parallel=True, fastmath=FASTMATH, cache=True)
 def lstm_backward_step(dz, dh, dc, grad_y, acts, cs, t, one):
     """Gate derivatives of LSTM step t. dh (H, B): W_hh^T dz_{t+1} (dL/dh_t but for grad_y);
     grad_y (B, T, H); dc (H, B): dL/dc_t through c_{t+1} in, dL/dc_{t-1} out; acts, cs as
@@ -131,7 +143,6 @@ def lstm_backward_step(dz, dh, dc, grad_y, acts, cs, t, one):
             dc[j, b] = dc_total * f
 
 
-@njit(parallel=True, fastmath=FASTMATH, cache=True)
 def rnn_forward_step(pre, recurrent, hs, t):
     """h_t = tanh(pre-activation + W_hh h_{t-1}). pre (H, T*B) at step t's columns,
     recurrent (H, B); writes hs (H, (T+1)*B) at block t + 1."""
@@ -142,7 +153,6 @@ def rnn_forward_step(pre, recurrent, hs, t):
             hs[j, col + B + b] = gate_tanh(pre[j, col + b] + recurrent[j, b])
 
 
-@njit(parallel=True, fastmath=FASTMATH, cache=True)
 def rnn_backward_step(dz, dh, grad_y, hs, t, one):
     """dz_t = (W_hh^T dz_{t+1} + grad_y_t) * (1 - h_t^2); dh (H, B), grad_y (B, T, H),
     hs (H, (T+1)*B) with h_t at block t + 1; writes dz (H, T*B) at step t's columns."""
@@ -152,3 +162,38 @@ def rnn_backward_step(dz, dh, grad_y, hs, t, one):
         for b in range(B):
             h = hs[j, col + B + b]
             dz[j, col + b] = (dh[j, b] + grad_y[b, t, j]) * (one - h * h)
+
+
+class Kernels(NamedTuple):
+    """One flavour of the kernels, compiled on first call."""
+
+    flavour: str  # "serial" or "parallel"
+    lstm_forward_step: Dispatcher
+    lstm_backward_step: Dispatcher
+    rnn_forward_step: Dispatcher
+    rnn_backward_step: Dispatcher
+
+
+def _compile_flavour(flavour: str) -> Kernels:
+    # numba's disk cache names a kernel by its function's name and bytecode, not by the jit
+    # options (numba issue 6845): each flavour compiles a copy under its own name, or one
+    # flavour would load the other's cached code.
+    kernels = []
+    for kernel in (lstm_forward_step, lstm_backward_step, rnn_forward_step, rnn_backward_step):
+        copy = FunctionType(kernel.__code__, kernel.__globals__, kernel.__name__)
+        copy.__qualname__ = f"{kernel.__qualname__}_{flavour}"
+        options = {"fastmath": FASTMATH, "error_model": "numpy", "cache": True}
+        kernels.append(njit(parallel=flavour == "parallel", **options)(copy))
+    return Kernels(flavour, *kernels)
+
+
+SERIAL = _compile_flavour("serial")
+PARALLEL = _compile_flavour("parallel")
+
+
+def kernels_for(threads: int | None = None) -> Kernels:
+    """The flavour to run with `threads` numba threads (default: the count in force): serial
+    at 1, parallel above."""
+    if threads is None:
+        threads = numba.get_num_threads()  # starts numba's pool, on the layer set above
+    return SERIAL if threads == 1 else PARALLEL

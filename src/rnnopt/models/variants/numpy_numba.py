@@ -12,6 +12,8 @@ fastest here, and each step's block is what the kernel reads. The summed bias is
 input projection once, before the loop. Backward: dh = W_hh^T dz_{t+1} per step, then
 dW_ih = dZ X, dW_hh = dZ H_prev^T, dx = W_ih^T dZ as single GEMMs.
 
+The kernels run serial at 1 numba thread and parallel above (numba_kernels: a parallel launch
+wakes a pool thread, which cost more than the kernel); the record's notes name the flavour.
 The first call compiles the kernels (compile_s), or loads them from numba's cache.
 """
 
@@ -48,10 +50,18 @@ class NumpyNumba(NumpyVariant):
         return Buffers(self.np_dtype)
 
     @cached_property
-    def _kernels(self):
+    def kernels(self):
+        """The kernel flavour for the numba threads in force at first use, kept for the
+        variant's life: serial at 1 thread, parallel above (numba_kernels)."""
         from rnnopt.models.variants import numba_kernels  # numba loads only for this variant
 
-        return numba_kernels
+        return numba_kernels.kernels_for()
+
+    @property
+    def notes(self) -> list[str]:
+        """Recorded with each measurement: which kernel flavour ran."""
+        flavour = self.kernels.flavour
+        return [f"ran the {flavour} numba kernels (serial at 1 thread, parallel above)"]
 
     def runner(self, params, x, grad_y, lr=1e-3):
         return GemmSplitRunner(self, params, x, grad_y, lr)
@@ -59,7 +69,8 @@ class NumpyNumba(NumpyVariant):
     def forward_train(self, p, x, elementwise: bool = True):
         # x (B, T, I) -> X (T*B, I) time-major; pre (G*H, T*B): projection + bias (backward
         # reuses it for dz); acts (4H, T*B): LSTM activations; hs, cs (H, (T+1)*B), block 0 =
-        # h0 = c0 = 0 (never written). y (B, T, H) is a view of hs, valid until the next call.
+        # h0 = c0 = 0 (never written); c (H, B): the cell state the kernel carries from step to
+        # step. y (B, T, H) is a view of hs, valid until the next call.
         # elementwise=False: the GEMMs alone.
         B, T, I = x.shape
         GH, H = p["weight_hh"].shape
@@ -70,6 +81,7 @@ class NumpyNumba(NumpyVariant):
             acts=(GH, T * B) if lstm else (0, 0),
             hs=(H, (T + 1) * B),
             cs=(H, (T + 1) * B) if lstm else (0, 0),
+            c=(H, B) if lstm else (0, 0),
             recurrent=(GH, B),
             bias=(GH, 1),
         )
@@ -80,14 +92,15 @@ class NumpyNumba(NumpyVariant):
             np.add(p["bias_ih"], p["bias_hh"], out=ws.bias[:, 0])
             np.add(ws.pre, ws.bias, out=ws.pre)
             ws.recurrent.fill(0)  # h0 = 0: step 0 has no recurrent term
-        kernels, one = self._kernels, self.np_dtype.type(1)
+            ws.c.fill(0)
+        kernels, one = self.kernels, self.np_dtype.type(1)
         for t in range(T):
             if t > 0:
                 np.matmul(p["weight_hh"], ws.hs[:, t * B : (t + 1) * B], out=ws.recurrent)
             if not elementwise:
                 continue
             if lstm:
-                kernels.lstm_forward_step(ws.pre, ws.recurrent, ws.acts, ws.cs, ws.hs, t, one)
+                kernels.lstm_forward_step(ws.pre, ws.recurrent, ws.c, ws.acts, ws.cs, ws.hs, t, one)
             else:
                 kernels.rnn_forward_step(ws.pre, ws.recurrent, ws.hs, t)
         return ws.hs[:, B:].reshape(H, T, B).transpose(2, 1, 0), ws
@@ -112,7 +125,7 @@ class NumpyNumba(NumpyVariant):
             np.copyto(g.weight_hh_t, p["weight_hh"].T)
             g.dh.fill(0)  # the last step has no dz_{t+1}
             g.dc.fill(0)
-        kernels, one, dz = self._kernels, self.np_dtype.type(1), ws.pre
+        kernels, one, dz = self.kernels, self.np_dtype.type(1), ws.pre
         for t in reversed(range(T)):
             if t < T - 1:
                 np.matmul(g.weight_hh_t, dz[:, (t + 1) * B : (t + 2) * B], out=g.dh)
