@@ -1,10 +1,12 @@
-"""The host: the environment fingerprint every record carries, the default run name, and
-/proc/cpuinfo read once (the CPU model, native bfloat16)."""
+"""The host: the environment fingerprint every record carries, the hardware fingerprint that
+names a run, and /proc/cpuinfo (the CPU model, native bfloat16)."""
 
 from __future__ import annotations
 
 import functools
+import hashlib
 import importlib.metadata
+import json
 import os
 import platform
 import re
@@ -42,10 +44,13 @@ def cpuinfo_fields(text: str) -> dict[str, str]:
     return fields
 
 
+def _model_name(fields: dict[str, str]) -> str:
+    return fields.get("model name") or platform.processor() or platform.machine()
+
+
 @functools.cache
 def cpu_model() -> str:
-    fields = cpuinfo_fields(host_cpuinfo() or "")
-    return fields.get("model name") or platform.processor() or platform.machine()
+    return _model_name(cpuinfo_fields(host_cpuinfo() or ""))
 
 
 # CPU flags of native bfloat16 arithmetic: x86 AVX-512 BF16 or AMX, Arm's BF16 extension
@@ -115,16 +120,91 @@ def slug(text: str) -> str:
     return re.sub(r"[^a-z0-9]+", "-", text.lower()).strip("-")
 
 
-def default_run_name() -> str:
-    """`<device>-<host>`: cuda-<gpu model> on a GPU host, else cpu-<hostname>.
+# x86 /proc/cpuinfo keys, then Arm's for the same thing.
+CPUID_KEYS = {
+    "vendor": ("vendor_id", "CPU implementer"),
+    "family": ("cpu family", "CPU architecture"),
+    "model": ("model", "CPU part"),
+    "stepping": ("stepping", "CPU revision"),
+}
 
-    In a container the image tag replaces the hostname, which Docker randomises per run.
+
+def hardware_fingerprint(
+    cpuinfo: str | None = None,
+    cpu_count: int | None = None,
+    gpu_names: list[str] | None = None,
+) -> dict:
+    """What the hardware is, never where it runs: the CPU's identity (vendor, family, model,
+    stepping, model name), its flags (sorted), the logical CPU count and the GPU names.
+
+    A hostname does not tell machines apart (every VM here is `vm`), nor does a container's
+    image; the hardware does. Each argument defaults to this host's.
     """
-    gpus = nvidia_gpus()
-    host = os.environ.get("RNNOPT_IMAGE") or socket.gethostname()
-    if gpus:
-        return f"cuda-{slug(gpus[0]['name'])}-{slug(host)}"
-    return f"cpu-{slug(host)}"
+    fields = cpuinfo_fields((host_cpuinfo() or "") if cpuinfo is None else cpuinfo)
+    cpuid = {
+        name: next((fields[k] for k in keys if k in fields), None)
+        for name, keys in CPUID_KEYS.items()
+    }
+    flags = (fields.get("flags") or fields.get("Features") or "").split()
+    return {
+        **cpuid,
+        "model_name": _model_name(fields),
+        "flags": sorted(set(flags)),
+        "cpu_count_logical": os.cpu_count() if cpu_count is None else cpu_count,
+        "gpus": [gpu["name"] for gpu in nvidia_gpus()] if gpu_names is None else gpu_names,
+    }
+
+
+def hardware_id(hardware: dict | None = None) -> str:
+    """8 hex digits of the hardware fingerprint (this host's by default)."""
+    hardware = hardware_fingerprint() if hardware is None else hardware
+    text = json.dumps(hardware, sort_keys=True)
+    return hashlib.sha256(text.encode()).hexdigest()[:8]
+
+
+def model_slug(name: str) -> str:
+    """The model's name without trademarks, clock, core count and filler words:
+    `Intel(R) Xeon(R) Platinum 8481C CPU @ 2.70GHz` -> `intel-xeon-platinum-8481c`."""
+    noise = r"\((r|tm)\)|@.*|\b\d+-core\b|\b(cpu|processor)\b"
+    return slug(re.sub(noise, " ", name, flags=re.IGNORECASE)) or "unknown"
+
+
+def default_run_name(hardware: dict | None = None) -> str:
+    """`cpu-<CPU model>-<hardware id>`, or `cuda-<GPU model>-<hardware id>` on a GPU host.
+
+    Named from the hardware alone, so two machines never share a run, and a container runs
+    under its host's name (the image stays in every record's env).
+    """
+    hardware = hardware_fingerprint() if hardware is None else hardware
+    if hardware["gpus"]:
+        return f"cuda-{model_slug(hardware['gpus'][0])}-{hardware_id(hardware)}"
+    return f"cpu-{model_slug(hardware['model_name'])}-{hardware_id(hardware)}"
+
+
+def cpu_mhz(cpuinfo: str | None = None) -> float | None:
+    """The mean current clock of the logical CPUs (/proc/cpuinfo "cpu MHz"); None unknown."""
+    cpuinfo = host_cpuinfo() if cpuinfo is None else cpuinfo
+    clocks = [float(mhz) for mhz in re.findall(r"^cpu MHz\s*:\s*([\d.]+)", cpuinfo or "", re.M)]
+    return round(sum(clocks) / len(clocks), 1) if clocks else None
+
+
+GOVERNOR = Path("/sys/devices/system/cpu/cpu0/cpufreq/scaling_governor")
+
+
+def cpu_governor(path: Path = GOVERNOR) -> str | None:
+    """cpu0's frequency governor (performance, powersave...); None where not exposed (VMs)."""
+    try:
+        return path.read_text().strip()
+    except OSError:
+        return None
+
+
+def load_average() -> list[float] | None:
+    """1, 5 and 15 minute load averages now: a loaded host times slower."""
+    try:
+        return list(os.getloadavg())
+    except OSError:
+        return None
 
 
 def installed_version(package: str) -> str | None:
@@ -169,6 +249,7 @@ def fingerprint(include_torch: bool | None = None) -> dict:
     import numpy
     import psutil
 
+    hardware = hardware_fingerprint()
     env = {
         "git": git_state(),
         "python": platform.python_version(),
@@ -185,6 +266,11 @@ def fingerprint(include_torch: bool | None = None) -> dict:
         "image": os.environ.get("RNNOPT_IMAGE"),
         "gpus": nvidia_gpus(),
         "cpu_caches": cpu_caches(),
+        "hardware_id": hardware_id(hardware),
+        **{key: hardware[key] for key in (*CPUID_KEYS, "flags")},
+        "cpu_mhz": cpu_mhz(),
+        "governor": cpu_governor(),
+        "loadavg": load_average(),
     }
     if include_torch if include_torch is not None else "torch" in sys.modules:
         env["torch"] = torch_info()
