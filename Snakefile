@@ -30,3 +30,4 @@ include: "workflow/rules/report.smk"
 rule all:
     input:
         rules.report.output,
+        rules.pyperf.output,

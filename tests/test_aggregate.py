@@ -38,6 +38,11 @@ TECHNIQUES = {
 ANCHOR = {"batch": 16, "seq_len": 20, "input_size": 32, "hidden_size": 64}
 
 
+# Each profile job is timed in three processes, their medians this far apart (geometric mean
+# within 0.01% of the job's median).
+PROCESS_SPREAD = (0.99, 1.0, 1.01)
+
+
 class FakeVariant:
     """What make_record reads from a Variant: describe()."""
 
@@ -105,6 +110,44 @@ class Results:
         env=ENV,
         compile_s=None,
         gc_pause_ms=0.0,
+        processes=PROCESS_SPREAD,
+        **shape,
+    ):
+        """One record per process, process p's median `median_ms` x processes[p]."""
+        for process, factor in enumerate(processes):
+            self._profile_process(
+                run,
+                variant,
+                dtype,
+                median_ms * factor,
+                process,
+                device=device,
+                phase=phase,
+                threads=threads,
+                status=status,
+                reason=reason,
+                env=env,
+                compile_s=compile_s,
+                gc_pause_ms=gc_pause_ms,
+                **shape,
+            )
+
+    def _profile_process(
+        self,
+        run,
+        variant,
+        dtype,
+        median_ms,
+        process,
+        *,
+        device,
+        phase,
+        threads,
+        status,
+        reason,
+        env,
+        compile_s,
+        gc_pause_ms,
         **shape,
     ):
         shape = ANCHOR | shape
@@ -130,7 +173,7 @@ class Results:
         where = "b{batch}-t{seq_len}-i{input_size}-h{hidden_size}".format(**shape)
         self.write(
             run,
-            f"profile/{variant}/{device}-{dtype}/{where}/{phase}-threads{threads}.json",
+            f"profile/{variant}/{device}-{dtype}/{where}/{phase}-threads{threads}-p{process}.json",
             "profile",
             env=env,
             variant=variant,
@@ -142,6 +185,7 @@ class Results:
             phase=phase,
             shape=shape,
             threads=threads,
+            process=process,
         )
 
     def memory(self, run, variant, dtype, peak_mib, *, device="cpu", env=ENV, blocks=0.0, **shape):
@@ -361,7 +405,9 @@ def test_collect_is_tidy_with_run_from_path(results_dir):
     assert set(metrics["run"]) == {CPU_RUN, GPU_RUN}
     assert not metrics.duplicated(["source", "metric"]).any()
     naive = metrics[(metrics["variant"] == "numpy-lstm-naive") & (metrics["kind"] == "profile")]
-    assert naive.set_index("metric").loc["time_ms.median", "value"] == 100.0
+    medians = naive[naive["metric"] == "time_ms.median"].sort_values("process")
+    assert medians["value"].tolist() == [99.0, 100.0, 101.0]  # one record per process
+    assert medians["process"].tolist() == [0, 1, 2]
     row = naive.iloc[0]
     assert (row["batch"], row["seq_len"], row["threads"], row["phase"]) == (16, 20, 1, "step")
     assert row["cpu_model"] == "Test CPU" and row["git_commit"] == "0123456789abcdef"
@@ -373,7 +419,8 @@ def test_collect_is_tidy_with_run_from_path(results_dir):
 def test_skipped_records_keep_status_and_reason(results_dir):
     metrics, _ = collect(results_dir)
     skipped = metrics[metrics["status"] == "skipped"]
-    assert len(skipped) == 4  # profile and verify, float32 and float16 on cuda
+    # verify, float32 and float16 on cuda, and profile in each of three processes
+    assert len(skipped) == 2 + 2 * len(PROCESS_SPREAD)
     assert skipped["metric"].isna().all()
     assert set(skipped["reason"]) == {NO_CUDA}
     diverged = metrics[metrics["status"] == "diverged"]

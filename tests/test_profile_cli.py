@@ -136,6 +136,38 @@ def test_profile_times_several_phases_in_one_process(tmp_path):
     )
 
 
+@pytest.mark.parametrize("phases", [["forward"], ["forward", "backward", "step"]])
+def test_records_keep_their_process_samples_and_contention(tmp_path, phases):
+    """Every timed call of a process is in its record, in order, and time_ms summarises
+    exactly those; the record says which process it is and how much the machine was shared."""
+    template = str(tmp_path / "{phase}.json")
+    argv = ["profile", "--variant", "numpy-lstm-fused", *TINY, "--threads", "1", *QUICK]
+    assert run_cli(*argv, "--phase", *phases, "--process", "2", "--out", template) == 0
+    for phase in phases:
+        record = read_record(tmp_path / f"{phase}.json")
+        assert record["process"] == 2
+        metrics = record["metrics"]
+        samples = metrics["samples_ms"]
+        assert len(samples) == metrics["time_ms"]["n"]
+        assert np.median(samples) == pytest.approx(metrics["time_ms"]["median"])
+        assert min(samples) == pytest.approx(metrics["time_ms"]["min"])
+        contention = metrics["contention"]
+        assert contention["involuntary_ctx_switches"] >= 0 and contention["wall_s"] > 0
+        assert contention["wall_s"] >= sum(samples) / 1e3
+    if len(phases) == 3:
+        step = read_record(tmp_path / "step.json")["metrics"]["samples_ms"]
+        parts = [read_record(tmp_path / f"{p}.json")["metrics"]["samples_ms"] for p in phases[:2]]
+        assert all(s >= f + b for s, f, b in zip(step, *parts, strict=True))
+
+
+def test_the_process_defaults_to_0_and_is_never_negative(tmp_path, capsys):
+    code, record = profile(tmp_path, "numpy-lstm-fused", "--phase", "forward")
+    assert code == 0 and record["process"] == 0
+    argv = ["--variant", "numpy-lstm-fused", *TINY, "--threads", "1", "--process", "-1"]
+    assert exit_code("profile", *argv, "--out", str(tmp_path / "x.json")) == 2
+    assert "--process: expected an integer >= 0, got -1" in capsys.readouterr().err
+
+
 def test_backward_and_step_come_from_one_loop_of_training_steps(tmp_path, monkeypatch):
     calls = []
 

@@ -12,9 +12,10 @@ from rnnopt.report.aggregate import collect
 from rnnopt.report.build import build
 from rnnopt.report.comparisons import COMPARISONS, Comparison, Side
 from rnnopt.report.figures import FIGURES, draw_all
-from rnnopt.report.outcomes import Interval, Outcome, measure
+from rnnopt.report.intervals import Interval
+from rnnopt.report.outcomes import Outcome, measure
 from rnnopt.report.verdicts import verdict
-from tests.test_aggregate import CPU_RUN, GPU_RUN, write_results
+from tests.test_aggregate import CPU_RUN, ENV, GPU_RUN, write_results
 
 
 @pytest.fixture(scope="module")
@@ -112,8 +113,14 @@ BOTH = Comparison("x", ("C0",), Side("a"), Side("b"), criteria=("speed", "memory
     ("spec", "outcome", "expected"),
     [
         (SPEED, Outcome(speedup=Interval(2.0, 1.5, 2.5)), "supported"),
-        (SPEED, Outcome(speedup=Interval(1.05, 0.9, 1.2)), "not supported: no clear speedup"),
-        (SPEED, Outcome(speedup=Interval(0.5, 0.4, 0.6)), "not supported: slower (0.50x)"),
+        # the 5% threshold: faster only when the whole interval is above 1.05
+        (SPEED, Outcome(speedup=Interval(1.1, 1.051, 1.2)), "supported"),
+        (SPEED, Outcome(speedup=Interval(1.1, 1.049, 1.2)), "inconclusive: 1.10x (1.05-1.20)"),
+        (SPEED, Outcome(speedup=Interval(1.05, 0.9, 1.2)), "inconclusive: 1.05x (0.90-1.20)"),
+        (SPEED, Outcome(speedup=Interval(1.0, 0.96, 1.04)), "not supported: no meaningful"),
+        (SPEED, Outcome(speedup=Interval(0.9, 0.85, 0.94)), "not supported: slower (0.90x"),
+        (SPEED, Outcome(speedup=Interval(0.5, 0.4, 0.6)), "not supported: slower (0.50x"),
+        (SPEED, Outcome(speedup=Interval(3.0)), "not judged: 3.00x: one process a side"),
         (SPEED, Outcome(missing=["no profile records of a"]), "not measured here: no profile"),
         (BOTH, Outcome(speedup=Interval(2, 1.5, 2.5), memory_ratio=0.5), "supported"),
         (BOTH, Outcome(speedup=Interval(2, 1.5, 2.5), memory_ratio=1.0), "not supported: peak"),
@@ -172,7 +179,16 @@ def test_build_writes_markdown_html_and_csv(frames, tmp_path):
     assert "## Verification" in markdown and "![speedup](figures/speedup.png)" in markdown
     html = paths["html"].read_text()
     assert "<table" in html and 'src="figures/roofline.png"' in html
-    assert len(pd.read_csv(paths["comparison"])) == len(COMPARISONS)
+    numbers = pd.read_csv(paths["comparison"])
+    whole = numbers[numbers["shape"] == table.ALL_SHAPES]
+    assert len(whole) == 2 * len(COMPARISONS)  # every comparison in both runs
+    assert list(numbers.columns) == list(table.COMPARISON_COLUMNS)
+    batching = whole.set_index(["optimisation", "run"]).loc[("vectorisation / batching", CPU_RUN)]
+    assert batching["speedup"] == pytest.approx(10.0, rel=1e-3)
+    assert batching["low"] < 10 < batching["high"] and batching["processes"] == 3
+    assert batching["category"] == "supported"
+    variants = pd.read_csv(paths["variants"])
+    assert variants["time_ms"].dtype == float and variants["processes"].max() == 3
 
 
 def test_cli_report_with_aggregate(tmp_path, capsys):
@@ -239,3 +255,40 @@ def test_loss_curves_of_two_runs_drawn_per_run(tmp_path):
     fig = loss_curves(Frames.of(*collect(tmp_path)))
     left, right = fig.axes[:2]
     assert len(left.lines) >= 2 and len(right.lines) >= 2  # one curve per run, on both sides
+
+
+def test_a_jobs_processes_collapse_to_one_row(tmp_path):
+    """Profile records of one job in three processes are one row: geometric mean of the
+    medians, the process medians kept for the interval; a failed process is left out of the
+    numbers, and a job with no ok process keeps its status and reason."""
+    from rnnopt.report import wide
+    from tests.test_aggregate import Results
+
+    results = Results(tmp_path / "results")
+    results.profile(CPU_RUN, "numpy-lstm-fused", "float32", 2.0, processes=(1.0, 4.0))
+    results._profile_process(
+        CPU_RUN,
+        "numpy-lstm-fused",
+        "float32",
+        0,
+        2,
+        device="cpu",
+        phase="step",
+        threads=1,
+        status="failed",
+        reason="RuntimeError: boom",
+        env=ENV,
+        compile_s=None,
+        gc_pause_ms=0.0,
+    )
+    results.profile(CPU_RUN, "torch-lstm-nn", "float32", 0, status="skipped", reason="why")
+    metrics, _ = collect(tmp_path / "results")
+    assert len(wide.records(metrics, "profile", per_process=True)) == 3 + 3
+    rows = wide.records(metrics, "profile").set_index("variant")
+    fused = rows.loc["numpy-lstm-fused"]
+    assert fused["status"] == "ok" and fused["processes"] == 2
+    assert fused["time_ms.median"] == pytest.approx(4.0)  # sqrt(2 x 8)
+    assert fused["process_medians"] == (2.0, 8.0)
+    assert fused["time_ms.iqr"] == pytest.approx(0.04 * 5.0)  # the median of 0.08 and 0.32
+    skipped = rows.loc["torch-lstm-nn"]
+    assert (skipped["status"], skipped["reason"], skipped["processes"]) == ("skipped", "why", 0)

@@ -98,7 +98,7 @@ def dry_run(config: str | None) -> dict[int, dict]:
     )
     extra = ["--configfile", f"config/{config}.yaml"] if config else []
     done = subprocess.run(
-        snakemake_command("-n", *extra),
+        snakemake_command("-n", "--forceall", *extra),
         cwd=REPO,
         env=env,
         capture_output=True,

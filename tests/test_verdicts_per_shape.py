@@ -4,12 +4,14 @@ import pandas as pd
 
 from rnnopt.report import table
 from rnnopt.report.comparisons import Comparison, Side
-from rnnopt.report.outcomes import Interval, Outcome
-from rnnopt.report.verdicts import verdict
+from rnnopt.report.intervals import Interval
+from rnnopt.report.outcomes import Outcome
+from rnnopt.report.verdicts import verdict, verdict_category
 
 ROW = Comparison("hoisting", ("C13",), Side("numpy-*-fused"), Side("numpy-*-batched"))
-FAST = Interval(1.9, 1.7, 2.1)
-FLAT = Interval(1.0, 0.9, 1.1)
+FAST = Interval(1.9, 1.7, 2.1, (3, 3))
+FLAT = Interval(1.0, 0.97, 1.03, (3, 3))  # inside the 5% threshold: no meaningful difference
+WIDE = Interval(1.0, 0.9, 1.1, (3, 3))  # crosses it: inconclusive
 
 
 def shaped(**speeds: Interval) -> Outcome:
@@ -19,7 +21,7 @@ def shaped(**speeds: Interval) -> Outcome:
 def test_a_claim_that_depends_on_the_shape_says_where_it_holds():
     text = verdict(ROW, shaped(small=FLAT, fastrnns=FAST))
     assert text.startswith("depends on the shape: holds at fastrnns (1.90x (1.70-2.10))")
-    assert "not at small (no clear speedup (0.90-1.10x))" in text
+    assert "not at small (no meaningful difference (1.00x (0.97-1.03): within 5%))" in text
 
 
 def test_every_shape_and_no_shape():
@@ -27,14 +29,30 @@ def test_every_shape_and_no_shape():
         "supported at every shape measured (small 1.90x"
     )
     assert verdict(ROW, shaped(small=FLAT, fastrnns=FLAT)).startswith(
-        "not supported at any shape (small: no clear speedup"
+        "not supported at any shape (small: no meaningful difference"
     )
+
+
+def test_a_shape_that_cannot_decide_makes_the_row_inconclusive():
+    text = verdict(ROW, shaped(small=WIDE, fastrnns=FAST))
+    assert (
+        text == "inconclusive at small (1.00x (0.90-1.10)); holds at fastrnns (1.90x (1.70-2.10))"
+    )
+    assert verdict_category(text) == "inconclusive"
+    both = verdict(ROW, shaped(small=WIDE, fastrnns=FAST, cache=FLAT))
+    assert both.startswith("depends on the shape: holds at fastrnns") and "inconclusive at" in both
+    assert verdict_category(both) == "depends on the shape"
+
+
+def test_one_process_a_side_is_not_judged():
+    one = Outcome(speedup=Interval(1.9, processes=(1, 1)))
+    assert verdict(ROW, one) == "not judged: 1.90x: one process a side: no interval"
 
 
 def test_a_shape_without_measurements_is_left_out_and_one_shape_is_judged_alone():
     text = verdict(ROW, shaped(small=FAST, fastrnns=None))
     assert text == "supported at every shape measured (small 1.90x (1.70-2.10))"
-    assert verdict(ROW, Outcome(speedup=FLAT)).startswith("not supported: no clear speedup")
+    assert verdict(ROW, Outcome(speedup=FLAT)).startswith("not supported: no meaningful diff")
 
 
 def test_failed_verification_overrides_every_shape():

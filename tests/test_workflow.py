@@ -90,6 +90,26 @@ def test_config_expands_to_jobs():
     }
 
 
+def test_every_profile_job_runs_in_its_entrys_processes():
+    shape = {"batch": 1, "seq_len": 5, "input_size": 3, "hidden_size": 2}
+    entries = [
+        {"variants": ["numpy-lstm-naive", "numpy-lstm-fused"], "shapes": [shape]},
+        {"variants": ["numpy-lstm-fused"], "shapes": [shape], "repeats": 5},  # the same job
+        {"variants": ["numpy-rnn-fused"], "shapes": [shape], "repeats": 1},
+    ]
+    config = config_check.check({"profile": entries, "timing": {"repeats": 2}})
+    jobs = config_check.profile_processes(config)
+    processes = {}
+    for job in jobs:
+        processes.setdefault(job["variant"], []).append(job["process"])
+    # the largest count of the entries that ask for a job; timing.repeats where none is set
+    assert processes == {
+        "numpy-lstm-naive": [0, 1],
+        "numpy-lstm-fused": [0, 1, 2, 3, 4],
+        "numpy-rnn-fused": [0],
+    }
+
+
 def test_a_later_train_entry_sets_the_steps_of_its_runs():
     entries = [
         {"variants": ["numpy-rnn-*"], "tasks": ["sine"]},
@@ -174,6 +194,23 @@ def test_dry_run(workdir, config):
     for rule in ("verify", "train", "profile", "memory", "peak", "timer_check", "aggregate"):
         assert f"\n{rule} " in done.stdout
     assert not (workdir / "results").exists()
+
+
+def test_profile_passes_rank_by_process(workdir):
+    """Process r of every profile job ranks above process r + 1 (Snakemake's priority), so the
+    jobs run in passes; every other rule keeps the default priority 0."""
+    done = snakemake(workdir, "-n", "--forceall", "--cores", "2", "--configfile", "config/ci.yaml")
+    assert done.returncode == 0, done.stdout + done.stderr
+    blocks = re.findall(r"rule (\w+):\n(.*?)(?=\n\[|\Z)", done.stdout, flags=re.DOTALL)
+    ranks = {}
+    for rule, block in blocks:
+        priority = re.search(r"^\s+priority: (\d+)$", block, flags=re.MULTILINE)
+        process = re.search(r"process=(\d+)", block)
+        if rule == "profile":
+            ranks.setdefault(int(process.group(1)), set()).add(int(priority.group(1)))
+        else:
+            assert priority is None or priority.group(1) == "0", block
+    assert ranks == {0: {2}, 1: {1}}
 
 
 def test_kernel_caches_stay_out_of_results(workdir):
@@ -296,13 +333,19 @@ def test_ci_run_interrupted_resumed_then_nothing_then_report_only(workdir):
     config = config_check.load(workdir / "config/config.yaml", workdir / "config/ci.yaml")
     trained = metrics[metrics["kind"] == "train"]["source"].nunique()
     assert trained == len(config_check.train_jobs(config["train"]))
+    # two processes a job (the passes' order: test_profile_passes_rank_by_process)
+    profiled = metrics[metrics["kind"] == "profile"].drop_duplicates("source")
+    per_job = profiled.groupby(["variant", "dtype", "device", "batch", "seq_len", "hidden_size"])
+    assert set(profiled["process"]) == {0, 1} and per_job["process"].nunique().eq(2).all()
+    assert (results / "pyperf" / "ci.json").is_file()
     cuda = metrics[(metrics["device"] == "cuda") & (metrics["kind"] == "profile")]
     assert len(cuda) and set(cuda["status"]) <= {"skipped", "ok"}
     assert (results / "metrics.csv").is_file() and (results / "series.parquet").is_file()
 
     report = results / "report"
     comparison = pd.read_csv(report / "tables" / "comparison.csv")
-    assert len(comparison) == len(COMPARISONS) and "ci: verdict" in comparison
+    assert (comparison["shape"] == "all").sum() == len(COMPARISONS)
+    assert set(comparison["run"]) == {"ci"}
     assert "ci: verdict" in (report / "comparison.md").read_text()
     for name in FIGURES:
         png = report / "figures" / f"{name}.png"

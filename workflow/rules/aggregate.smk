@@ -14,3 +14,18 @@ rule aggregate:
     shell:
         "python -m rnnopt aggregate --results {params.results} --metrics {output.metrics} "
         "--csv {output.csv} --series {output.series} > {log} 2>&1"
+
+
+# This run's profile samples as a pyperf suite (`python -m pyperf stats|hist|compare_to`).
+rule pyperf:
+    input:
+        run_records,
+    output:
+        f"results/pyperf/{RUN}.json",
+    log:
+        f"results/logs/pyperf-{RUN}.log",
+    params:
+        run_dir=f"results/{RUN}",
+        source=REPORT_SOURCE,
+    shell:
+        "python -m rnnopt export-pyperf {params.run_dir} --out {output} > {log} 2>&1"

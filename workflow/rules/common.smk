@@ -32,6 +32,8 @@ container: "docker://rnnopt:cpu"
 shell.prefix(f'PATH="{Path(sys.executable).parent}:$PATH"; ')
 
 RUN = default_run_name() if config["run"] == "auto" else config["run"]
+# The report's verdict rules (config `verdicts`; rnnopt.report.intervals).
+VERDICT_FLAGS = "--threshold {threshold} --confidence {confidence}".format(**config["verdicts"])
 
 
 def source_hash(package: Path, exclude: tuple[str, ...] = ()) -> str:
@@ -54,7 +56,8 @@ VERIFY_JOBS = config_check.verify_jobs(config)
 TRAIN_JOBS = config_check.train_jobs(config["train"])
 TRAIN_SETTINGS = config_check.train_settings(config["train"])
 TRAIN_STEPS = {config_check.train_job_key(job): job["steps"] for job in TRAIN_JOBS}
-PROFILE_JOBS = config_check.profile_jobs(config["profile"])
+PROFILE_JOBS = config_check.profile_processes(config)
+PASSES = max((job["process"] for job in PROFILE_JOBS), default=0) + 1
 PROFILE_JOB_KEYS = ("variant", "dtype", "device", "threads", *config_check.SHAPE_KEYS)
 NATIVE_ONLY = {
     tuple(str(job[key]) for key in PROFILE_JOB_KEYS)
@@ -87,6 +90,7 @@ wildcard_constraints:
     input_size=r"\d+",
     hidden_size=r"\d+",
     threads=r"\d+",
+    process=r"\d+",
 
 
 def all_cores(wildcards) -> int:
@@ -129,6 +133,11 @@ def timing_flags(wildcards) -> str:
         f"--min-time-s {timing['min_time_s']} --min-calls {timing['min_calls']} "
         f"--max-warmup-calls {timing['max_warmup_calls']}"
     )
+
+
+def pass_priority(wildcards) -> int:
+    """Process r of every profile job before process r + 1: earlier passes rank higher."""
+    return PASSES - int(wildcards.process)
 
 
 def native_flag(wildcards) -> str:

@@ -41,21 +41,24 @@ rule timer_check:
         "--seed {params.seed} --out {output.record} > {log} 2>&1"
 
 
-# One process per variant, dtype, device, shape and thread count times all three phases, in
-# order, on one runner: the process start (imports, the runner's conversions) is paid once.
+# One process per variant, dtype, device, shape, thread count and {process} times all three
+# phases, in order, on one runner: the process start (imports, the runner's conversions) is
+# paid once. Each job runs in timing.repeats processes, in passes: every job's process 0
+# before any process 1 (the priority), so that the host's drift over a run lands inside each
+# row's spread between processes instead of between rows.
 rule profile:
     input:
         peak="results/{run}/peak/threads{threads}.json",
     output:
         forward="results/{run}/profile/{variant}/{device}-{dtype}/"
-        "b{batch}-t{seq_len}-i{input_size}-h{hidden_size}/forward-threads{threads}.json",
+        "b{batch}-t{seq_len}-i{input_size}-h{hidden_size}/forward-threads{threads}-p{process}.json",
         backward="results/{run}/profile/{variant}/{device}-{dtype}/"
-        "b{batch}-t{seq_len}-i{input_size}-h{hidden_size}/backward-threads{threads}.json",
+        "b{batch}-t{seq_len}-i{input_size}-h{hidden_size}/backward-threads{threads}-p{process}.json",
         step="results/{run}/profile/{variant}/{device}-{dtype}/"
-        "b{batch}-t{seq_len}-i{input_size}-h{hidden_size}/step-threads{threads}.json",
+        "b{batch}-t{seq_len}-i{input_size}-h{hidden_size}/step-threads{threads}-p{process}.json",
     log:
         "results/{run}/logs/profile/{variant}/{device}-{dtype}/"
-        "b{batch}-t{seq_len}-i{input_size}-h{hidden_size}/threads{threads}.log",
+        "b{batch}-t{seq_len}-i{input_size}-h{hidden_size}/threads{threads}-p{process}.log",
     params:
         seed=config["seed"],
         timing=timing_flags,
@@ -65,6 +68,7 @@ rule profile:
         out=lambda wildcards, output: output.step.replace("step-threads", "{phase}-threads"),
         source=MEASURE_SOURCE,
     threads: all_cores
+    priority: pass_priority
     resources:
         mem_mb=job_mem_mb,
         runtime=job_runtime_min,
@@ -75,5 +79,5 @@ rule profile:
         "--device {wildcards.device} --batch {wildcards.batch} --seq-len {wildcards.seq_len} "
         "--input-size {wildcards.input_size} --hidden-size {wildcards.hidden_size} "
         "--phase forward backward step --threads {wildcards.threads} --seed {params.seed} "
-        "{params.timing} {params.split} {params.native} --peak {input.peak} "
-        "--out '{params.out}' > {log} 2>&1"
+        "--process {wildcards.process} {params.timing} {params.split} {params.native} "
+        "--peak {input.peak} --out '{params.out}' > {log} 2>&1"

@@ -104,9 +104,10 @@ rule report:
     params:
         out=lambda wildcards, output: Path(output.markdown).parent,
         source=REPORT_SOURCE,
+        verdicts=VERDICT_FLAGS,
     shell:
         "python -m rnnopt report --metrics {input.metrics} --series {input.series} "
-        "--out {params.out} > {log} 2>&1"
+        "--out {params.out} {params.verdicts} > {log} 2>&1"
 
 
 # `snakemake --cores all report_only`: table and figures again from whatever records are
@@ -119,5 +120,7 @@ rule report_only:
         results="results",
         out="results/report",
         source=REPORT_SOURCE,
+        verdicts=VERDICT_FLAGS,
     shell:
-        "python -m rnnopt report --aggregate {params.results} --out {params.out} > {log} 2>&1"
+        "python -m rnnopt report --aggregate {params.results} --out {params.out} "
+        "{params.verdicts} > {log} 2>&1"

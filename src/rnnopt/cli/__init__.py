@@ -25,6 +25,8 @@ COMMANDS = (
     "env",
     "aggregate",
     "report",
+    "compare",
+    "export-pyperf",
 )
 
 

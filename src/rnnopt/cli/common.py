@@ -51,6 +51,16 @@ def positive_int(text: str) -> int:
     return value
 
 
+def non_negative_int(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected an integer >= 0, got {text!r}") from None
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"expected an integer >= 0, got {value}")
+    return value
+
+
 def positive_float(text: str) -> float:
     try:
         value = float(text)
@@ -153,6 +163,37 @@ def check_variant_name(name: str) -> None:
     """
     if name not in list_variants():
         raise UserError(f"unknown variant {name!r}; available: {', '.join(list_variants())}")
+
+
+def fraction(text: str) -> float:
+    """argparse type: a number strictly between 0 and 1."""
+    value = positive_float(text)
+    if value >= 1:
+        raise argparse.ArgumentTypeError(f"expected a number between 0 and 1, got {value}")
+    return value
+
+
+def add_verdict_arguments(parser) -> None:
+    """--threshold and --confidence of the verdict rules (rnnopt.report.intervals)."""
+    parser.add_argument(
+        "--threshold",
+        type=fraction,
+        help="smallest relative change that matters (default 0.05: intervals.THRESHOLD)",
+    )
+    parser.add_argument(
+        "--confidence",
+        type=fraction,
+        help="confidence of the intervals (default 0.95: intervals.CONFIDENCE)",
+    )
+
+
+def verdict_settings(args) -> tuple[float, float]:
+    """(threshold, confidence) from --threshold / --confidence, the defaults where unset."""
+    from rnnopt.report.intervals import CONFIDENCE, THRESHOLD  # scipy: these commands only
+
+    threshold = THRESHOLD if args.threshold is None else args.threshold
+    confidence = CONFIDENCE if args.confidence is None else args.confidence
+    return threshold, confidence
 
 
 def add_timing_arguments(parser) -> None:

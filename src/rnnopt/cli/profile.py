@@ -25,6 +25,7 @@ from rnnopt.cli.common import (
     add_timing_arguments,
     apply_variant_threads,
     check_variant_name,
+    non_negative_int,
     write_failure,
     write_measurement,
 )
@@ -54,6 +55,14 @@ def register(subparsers) -> None:
     )
     parser.add_argument(
         "--peak", metavar="PEAK.json", help="peak record (rnnopt peak): adds peak_fraction"
+    )
+    parser.add_argument(
+        "--process",
+        type=non_negative_int,
+        default=0,
+        metavar="N",
+        help="which of the independent processes timing this configuration this is (record "
+        "field `process`; the workflow runs 0 .. timing.repeats-1, in passes)",
     )
     parser.add_argument(
         "--native-only",
@@ -91,7 +100,13 @@ def run(args) -> int:
         threads = apply_threads(args.threads, use_torch=False)
         failure = VariantFailed(UnavailableError(emulated))
         for phase in phases:
-            write_failure("profile", phase_args(args, phase), failure, threads_effective=threads)
+            write_failure(
+                "profile",
+                phase_args(args, phase),
+                failure,
+                threads_effective=threads,
+                process=args.process,
+            )
         return 0
     threads = apply_variant_threads(args)
     peak = read_record(args.peak) if args.peak else None
@@ -102,7 +117,12 @@ def run(args) -> int:
     except VariantFailed as failure:
         for phase in phases:
             write_failure(
-                "profile", phase_args(args, phase), failure, variant, threads_effective=threads
+                "profile",
+                phase_args(args, phase),
+                failure,
+                variant,
+                threads_effective=threads,
+                process=args.process,
             )
         return 0
     if runner.device == "cuda" and "step" in timed:
@@ -116,7 +136,9 @@ def run(args) -> int:
             if phase in args.split_phases:
                 metrics.update(time_gemm_split(one, runner, metrics["time_ms"]["median"]))
         except VariantFailed as failure:
-            write_failure("profile", one, failure, variant, threads_effective=threads)
+            write_failure(
+                "profile", one, failure, variant, threads_effective=threads, process=args.process
+            )
             continue
         write_profile(one, variant, metrics, peak, threads, segmented=phases != ["forward"])
     return 0
@@ -155,6 +177,7 @@ def write_profile(
         metrics=metrics,
         notes=notes,
         threads_effective=threads,
+        process=args.process,
     )
     time_ms = metrics["time_ms"]
     print(

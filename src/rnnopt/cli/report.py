@@ -4,7 +4,7 @@ record under RESULTS (what `snakemake report_only` runs: no measurement reruns).
 
 from __future__ import annotations
 
-from rnnopt.cli.common import output_paths
+from rnnopt.cli.common import add_verdict_arguments, output_paths, verdict_settings
 
 
 def register(subparsers) -> None:
@@ -20,6 +20,7 @@ def register(subparsers) -> None:
     parser.add_argument("--csv", help="with --aggregate: metrics CSV (default RESULTS/metrics.csv)")
     parser.add_argument("--series", help="tidy series (default results/series.parquet)")
     parser.add_argument("--out", default="results/report", help="report directory")
+    add_verdict_arguments(parser)
     parser.set_defaults(func=run)
 
 
@@ -32,7 +33,7 @@ def run(args) -> int:
         metrics, series = aggregate(args.aggregate, metrics_path, csv_path, series_path)
     else:
         metrics, series = read(metrics_path, series_path)
-    paths = build(metrics, series, args.out)
+    paths = build(metrics, series, args.out, *verdict_settings(args))
     verdicts = paths and _verdict_counts(paths["comparison"])
     print(f"wrote {args.out}/comparison.md, comparison.html, tables/, figures/ ({verdicts})")
     return 0
@@ -41,7 +42,8 @@ def run(args) -> int:
 def _verdict_counts(comparison_csv) -> str:
     import pandas as pd
 
+    from rnnopt.report.table import ALL_SHAPES
+
     table = pd.read_csv(comparison_csv)
-    verdicts = table[[c for c in table.columns if c.endswith(": verdict")]].stack()
-    kinds = verdicts.str.extract(r"^(supported|not supported|not measured here)")[0]
+    kinds = table[table["shape"] == ALL_SHAPES]["category"]
     return ", ".join(f"{n} {kind}" for kind, n in kinds.value_counts().items()) or "no runs"

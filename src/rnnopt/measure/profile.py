@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from contextlib import ExitStack
 
+from rnnopt.measure.contention import Contention
 from rnnopt.measure.counters import ProcessCounters
 from rnnopt.measure.harness import guard_calls, phase_call
 from rnnopt.measure.split import gemm_only_call, split_metrics
@@ -64,16 +65,24 @@ def time_training_steps(args, runner, compiles: bool) -> dict[str, dict]:
             compiles=compiles,
             counters=counters,
             total="step",
+            keep_samples=True,
             **timing_budget(args),
         )
 
 
 def time_phases(args, phases: list[str], runner, compiles: bool) -> dict[str, dict]:
-    """Metrics per phase: a forward alone by itself, otherwise one loop of training steps."""
-    if phases == ["forward"]:
-        with ProcessCounters() as counters:
-            return {"forward": time_phase(args, "forward", runner, compiles, counters)}
-    return time_training_steps(args, runner, compiles)
+    """Metrics per phase, each with its samples_ms and the contention metrics of the whole
+    timing loop (rnnopt.measure.contention): a forward alone by itself, otherwise one loop of
+    training steps."""
+    with Contention() as contention:
+        if phases == ["forward"]:
+            with ProcessCounters() as counters:
+                timed = {"forward": time_phase(args, "forward", runner, compiles, counters, True)}
+        else:
+            timed = time_training_steps(args, runner, compiles)
+    for metrics in timed.values():
+        metrics["contention"] = contention.metrics()
+    return timed
 
 
 # The GEMM-only loop runs on buffers the phase has already warmed and compiles nothing: two

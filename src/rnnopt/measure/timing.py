@@ -260,6 +260,7 @@ def benchmark_segments(
     counters: dict | None = None,
     total: str = "total",
     clock: Callable[[], int] = time.perf_counter_ns,
+    keep_samples: bool = False,
 ) -> dict[str, dict]:
     """`benchmark`'s protocol on one call made of consecutive `segments` [(name, call)].
 
@@ -268,7 +269,7 @@ def benchmark_segments(
     out). Warm-up stability and the stopping rule of the timed calls look at the total; each
     segment's first_call_s, warmup_s and compile_s are its own part of the warm-up calls.
     `counters` ({name: ProcessCounters} for the segments and `total`, optional) add per_call
-    and gc to each."""
+    and gc to each; `keep_samples` adds each one's samples_ms, every timed call in order."""
     names = [name for name, _ in segments]
     warm_rows: list[list[int]] = []
     rows: list[list[int]] = []
@@ -305,6 +306,8 @@ def benchmark_segments(
         warm_up_of = WarmUp(own[0] / 1e9, sum(own) / 1e9, warm.calls, warm.stable)
         time_ms = summarize(samples)
         metrics = {"time_ms": time_ms, "noisy": is_noisy(time_ms), **warm_up_of.metrics(compiles)}
+        if keep_samples:
+            metrics["samples_ms"] = [ns / 1e6 for ns in samples]
         if counters is not None and name in counters:
             metrics.update(_counter_metrics(counters[name], counted, time_ms))
         results[name] = metrics

@@ -224,6 +224,18 @@ def profile_jobs(entries: list[dict], cores: int | None = None) -> list[dict]:
     return [{k: v for k, v in job.items() if k != "phase"} for job in measure_jobs(entries, cores)]
 
 
+def profile_processes(config: dict, cores: int | None = None) -> list[dict]:
+    """Every profile job once per process that times it: `process` 0 .. R-1, where R is the
+    largest `repeats` of the entries that ask for the job (timing.repeats where unset)."""
+    repeats: dict[tuple, int] = {}
+    for entry in config["profile"]:
+        wanted = entry.get("repeats") or config["timing"]["repeats"]
+        for job in profile_jobs([entry], cores):
+            key = tuple(job.items())
+            repeats[key] = max(repeats.get(key, 0), wanted)
+    return [dict(key) | {"process": p} for key, n in repeats.items() for p in range(n)]
+
+
 def native_only_jobs(entries: list[dict], cores: int | None = None) -> list[dict]:
     """The profile jobs of the entries marked native_only (rnnopt profile --native-only)."""
     return profile_jobs([entry for entry in entries if entry.get("native_only")], cores)

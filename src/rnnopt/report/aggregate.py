@@ -3,8 +3,9 @@
 Tidy: one row per (record, metric), with the record's descriptive fields as columns, so that
 pandas groups and seaborn plots without reshaping. The run is the first directory under
 results/ (results/<run>/<stage>/...), so runs from other hosts or containers merge by being
-copied in. Records without metrics (skipped, failed) keep one row with an empty metric, so that
-their status and reason reach the report. Series (loss curves, RSS timelines) go to a second
+copied in; one run's records must come from one machine (env.hardware_id). Records without
+metrics (skipped, failed) keep one row with an empty metric, so that their status and reason
+reach the report. Series (loss curves, RSS timelines) go to a second
 long table: one row per (record, series, step).
 """
 
@@ -52,6 +53,7 @@ RECORD_COLUMNS = (
     "phase",
     *SHAPE_KEYS,
     "threads",
+    "process",
     "seed",
     "host",
     "cpu_model",
@@ -64,7 +66,7 @@ RECORD_COLUMNS = (
 )
 METRIC_COLUMNS = (*RECORD_COLUMNS, "metric", "value", "source")
 SERIES_COLUMNS = (*RECORD_COLUMNS, "series", "step", "value", "source")
-INTEGER_COLUMNS = (*SHAPE_KEYS, "threads", "seed", *CACHE_COLUMNS)
+INTEGER_COLUMNS = (*SHAPE_KEYS, "threads", "process", "seed", *CACHE_COLUMNS)
 
 
 def flatten(metrics: dict, prefix: str = "") -> dict[str, float]:
@@ -124,6 +126,8 @@ def describe(record: dict, relative: Path) -> dict:
         "phase": record.get("phase"),
         **{key: shape.get(key) for key in SHAPE_KEYS},
         "threads": record.get("threads"),
+        # Profile records of older runs were timed in one process.
+        "process": record.get("process", 0) if record["kind"] == "profile" else None,
         "seed": record.get("seed"),
         "host": env.get("hostname"),
         "cpu_model": env.get("cpu_model"),
@@ -163,6 +167,24 @@ def load(path: Path) -> dict:
     return data
 
 
+def check_one_machine(
+    hardware: dict[str, tuple[str, str]], run: str, record: dict, source: str
+) -> None:
+    """UserError when a run's records come from two machines: results/<run>/ copied in from
+    another host under a name already taken here would otherwise merge into one column.
+    `hardware` maps each run to its first (hardware_id, record file); records of older runs,
+    without a hardware_id, are not checked."""
+    found = (record.get("env") or {}).get("hardware_id")
+    if found is None:
+        return
+    first_id, first_source = hardware.setdefault(run, (found, source))
+    if found != first_id:
+        raise UserError(
+            f"run {run!r} holds records of two machines: hardware_id {first_id} "
+            f"({first_source}) and {found} ({source}); rename one run's folder under results/"
+        )
+
+
 def collect(results: str | os.PathLike) -> tuple[pd.DataFrame, pd.DataFrame]:
     """(metrics, series) of every record under `results`; UserError for an invalid record."""
     results = Path(results)
@@ -170,11 +192,13 @@ def collect(results: str | os.PathLike) -> tuple[pd.DataFrame, pd.DataFrame]:
         raise UserError(f"{results}: no such results directory")
     metric_rows: list[dict] = []
     series_rows: list[dict] = []
+    hardware: dict[str, tuple[str, str]] = {}
     for path in record_paths(results):
         record = load(path)
         relative = path.relative_to(results)
         columns = describe(record, relative)
         source = relative.as_posix()
+        check_one_machine(hardware, columns["run"], record, str(path))
         flat = flatten(record.get("metrics") or {})
         if not flat:
             metric_rows.append(columns | {"metric": None, "value": math.nan, "source": source})

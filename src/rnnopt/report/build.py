@@ -20,6 +20,7 @@ from rnnopt.report import (
 from rnnopt.report.comparisons import COMPARISONS
 from rnnopt.report.experiments import batching, memory
 from rnnopt.report.figures import FIGURES, draw_all
+from rnnopt.report.intervals import CONFIDENCE, THRESHOLD
 from rnnopt.report.verdicts import (
     GC_SHARE_MATTERS,
     LEARNED_RATIO,
@@ -30,24 +31,38 @@ from rnnopt.report.verdicts import (
 
 TABLES = ("comparison", "verification", "variants", "memory", "checks")
 
-HOW_TO_READ = (
-    "Speedup: baseline median time / candidate median time, from profile records of both at "
-    "the same shape, phase and thread count, at the anchor (step phase, fewest threads); over "
-    "several shapes the geometric mean, and in brackets the range of the per-shape intervals "
-    "(baseline +- IQR/2 over candidate -+ IQR/2): the spread inside each job; two jobs "
-    "minutes apart on a shared host can differ more, so a verdict on a speedup near 1x can "
-    "change from run to run (README, Run to run). Peak memory: candidate / baseline peak_mib "
-    "of memory records. Loss: relative change of the final held-out loss (a split of the "
-    "dataset never trained on), same initial weights and batches, same number of steps; the "
-    "training rows show each run's held-out loss and its share of the predict-the-mean "
-    "baseline. Verdict: supported when every criterion of the row holds (speed: "
-    f"interval above 1x; memory: below {MEMORY_LOWER}x; loss: within {SAME_LOSS:.0%}; GC: over "
-    f"{GC_SHARE_MATTERS:.0%} of the baseline's time; batch size: best >= {THROUGHPUT_GAIN}x "
-    f"the smallest's tokens/s; learned: every compared run's held-out loss at most "
-    f"{LEARNED_RATIO:.0%} of the predict-the-mean baseline; clipping: clip-off diverges and "
-    "clip-on ends below that baseline); not measured here, with the reason, when the records are "
-    "missing, skipped, failed, or a compared variant failed verification."
-)
+
+def how_to_read(threshold: float, confidence: float) -> str:
+    """The comparison table's reading note: the interval method and the verdict rules."""
+    lower, upper = 1 / (1 + threshold), 1 + threshold
+    return (
+        "Speedup: baseline time / candidate time, from profile records of both at the same "
+        "shape, phase and thread count, at the anchor (step phase, fewest threads). Each "
+        "configuration is timed in several independent processes (timing.repeats, run in "
+        "passes), each summarised by its median; the speedup is the ratio of the two sides' "
+        f"geometric means of process medians, in brackets its {confidence:.0%} confidence "
+        "interval (Welch's t on the logs of the process medians: the spread between "
+        "processes, which is what the next run differs by; docs/intervals.md). Over several "
+        "shapes: the geometric mean and the union of the intervals. A speed verdict needs an "
+        f"interval: faster when the whole interval lies above {upper:.2f}x (threshold "
+        f"{threshold:.0%}), slower when below {lower:.2f}x, no meaningful difference when "
+        f"inside {lower:.2f}-{upper:.2f}x (the claim fails), inconclusive otherwise; with one "
+        "process a side there is no interval and the row is not judged. Peak memory: candidate "
+        "/ baseline peak_mib of memory records, exact (memray's allocator-level peaks are "
+        "byte-equal from run to run), so it carries no interval. Loss: relative change of the "
+        "final held-out loss (a split of the dataset never trained on), same initial weights "
+        "and batches, same number of steps; the training rows show each run's held-out loss "
+        "and its share of the predict-the-mean baseline. Verdict: supported when every "
+        f"criterion of the row holds (speed: faster as above; memory: below {MEMORY_LOWER}x; "
+        f"loss: within {SAME_LOSS:.0%}; GC: over {GC_SHARE_MATTERS:.0%} of the baseline's time; "
+        f"batch size: best >= {THROUGHPUT_GAIN}x the smallest's tokens/s; learned: every "
+        f"compared run's held-out loss at most {LEARNED_RATIO:.0%} of the predict-the-mean "
+        "baseline; clipping: clip-off diverges and clip-on ends below that baseline); not "
+        "supported when one fails; inconclusive when none fails and one cannot decide; not "
+        "measured here, with the reason, when the records are missing, skipped, failed, or a "
+        "compared variant failed verification. tables/comparison.csv holds the numbers, one "
+        "row per comparison, run and shape."
+    )
 
 
 @dataclass
@@ -78,7 +93,12 @@ def runs_table(metrics: pd.DataFrame) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
-def sections(metrics: pd.DataFrame, tables: dict[str, pd.DataFrame]) -> list[Section]:
+def sections(
+    metrics: pd.DataFrame,
+    tables: dict[str, pd.DataFrame],
+    threshold: float = THRESHOLD,
+    confidence: float = CONFIDENCE,
+) -> list[Section]:
     notes = "; ".join(f"{c.optimisation}: {c.about}" for c in COMPARISONS if c.about)
     return [
         Section(
@@ -86,7 +106,11 @@ def sections(metrics: pd.DataFrame, tables: dict[str, pd.DataFrame]) -> list[Sec
             "Each run is one host or container; its columns sit side by side.",
             runs_table(metrics),
         ),
-        Section("Optimisation comparison", f"{HOW_TO_READ} Rows: {notes}.", tables["comparison"]),
+        Section(
+            "Optimisation comparison",
+            f"{how_to_read(threshold, confidence)} Rows: {notes}.",
+            tables["comparison"],
+        ),
         Section(
             "Verification",
             "Each variant, dtype and device against the float64 reference "
@@ -96,9 +120,11 @@ def sections(metrics: pd.DataFrame, tables: dict[str, pd.DataFrame]) -> list[Sec
         ),
         Section(
             "Variants",
-            "Every profile record: median time per call (IQR), throughput, "
-            "achieved GFLOP/s and its fraction of the measured GEMM peak; noisy when "
-            "IQR / median > 10%.",
+            "Every profiled configuration: time per call (the geometric mean of its "
+            "processes' medians, and the lowest and highest of them), throughput, achieved "
+            "GFLOP/s and its fraction of the measured GEMM peak; noisy when a process's "
+            "IQR / median > 10% (the median over processes). tables/variants.csv holds the "
+            "numbers.",
             tables["variants"],
         ),
         Section(
@@ -175,12 +201,19 @@ def html_page(parts: list[Section], figures: dict[str, str]) -> str:
     )
 
 
-def build(metrics: pd.DataFrame, series: pd.DataFrame, out: str | Path) -> dict[str, Path]:
-    """Write every table and figure under `out`; returns name -> path."""
+def build(
+    metrics: pd.DataFrame,
+    series: pd.DataFrame,
+    out: str | Path,
+    threshold: float = THRESHOLD,
+    confidence: float = CONFIDENCE,
+) -> dict[str, Path]:
+    """Write every table and figure under `out`; returns name -> path. The CSVs hold numbers
+    (comparison, variants: rnnopt.report.table's *_numbers); the pages show them as text."""
     out = Path(out)
     (out / "tables").mkdir(parents=True, exist_ok=True)
     tables = {
-        "comparison": table.comparison_table(metrics),
+        "comparison": table.comparison_table(metrics, threshold=threshold, confidence=confidence),
         "verification": table.verification_table(metrics),
         "variants": table.variants_table(metrics),
         "memory": table.memory_table(metrics),
@@ -190,16 +223,20 @@ def build(metrics: pd.DataFrame, series: pd.DataFrame, out: str | Path) -> dict[
     }
     tables["cache_gc_precision"] = memory.table(metrics)
     tables.update(memory.point_tables(metrics))
+    numbers = {
+        "comparison": table.comparison_numbers(metrics, threshold=threshold, confidence=confidence),
+        "variants": table.variants_numbers(metrics),
+    }
     paths = {}
     for name, frame in tables.items():
         paths[name] = out / "tables" / f"{name}.csv"
-        frame.to_csv(paths[name], index=False)
+        numbers.get(name, frame).to_csv(paths[name], index=False)
     figures = draw_all(metrics, series, out / "figures")
     figures.update(memory.draw(metrics, series, out / "figures"))
     paths.update({name: out / "figures" / f"{name}.png" for name in memory.FIGURES})
     figures.update(batching.draw(metrics, series, out / "figures"))
     paths.update({name: out / "figures" / f"{name}.png" for name in (*FIGURES, *batching.FIGURES)})
-    parts = sections(metrics, tables)
+    parts = sections(metrics, tables, threshold, confidence)
     paths["markdown"] = out / "comparison.md"
     paths["markdown"].write_text(markdown(parts, figures))
     paths["html"] = out / "comparison.html"

@@ -96,9 +96,8 @@ def speedup(f: Frames):
         raise NoData("no ok profile records of numpy-*-naive float64 (the baseline)")
     keys = ["run", "cell", "phase", *SHAPE_KEYS, "threads"]
     data = profile.merge(
-        base[[*keys, "time_ms.median", "time_ms.iqr"]], on=keys, suffixes=("_c", "_b")
+        base[[*keys, "time_ms.median", "process_medians"]], on=keys, suffixes=("_c", "_b")
     )
-    data = data.rename(columns={"time_ms.min": "time_ms.min_c"})
     data = _most_common(data, SHAPE_KEYS)
     data = pd.concat([data, pair_intervals(data)], axis=1)
     cells = sorted(data["cell"].unique())
@@ -134,7 +133,7 @@ def speedup(f: Frames):
         ax.set_title(f"{cell.upper()}: vs numpy-{cell}-naive f64")
         ax.legend(title="run", fontsize=8)
     fig.suptitle(
-        "Speedup vs the naive NumPy baseline, error bars from the timings' IQRs\n"
+        "Speedup vs the naive NumPy baseline, error bars: 95% intervals over processes\n"
         + _conditions(data, list(SHAPE_KEYS)),
         fontsize=12,
     )

@@ -2,9 +2,10 @@
 
 Speed pairs profile records of the two sides at the same cell, shape, phase and threads (and
 dtype/device/variant where both sides fix them alike), at the anchor (step phase, fewest
-threads). Per pair the speedup is baseline median / candidate median; its interval runs from
-(b_median - b_IQR/2) / (c_median + c_IQR/2) to (b_median + b_IQR/2) / (c_median - c_IQR/2).
-Over several shapes the row shows their geometric mean and the union of their intervals.
+threads). Each side of a pair is timed in several processes; per pair the speedup is the ratio of
+the geometric means of the baseline's and the candidate's process medians, with the Welch
+interval over processes of rnnopt.report.intervals. Several pairs at one shape (or over shapes)
+show their geometric mean and the union of their intervals.
 """
 
 from __future__ import annotations
@@ -18,24 +19,12 @@ import pandas as pd
 
 from rnnopt.report.aggregate import SHAPE_KEYS
 from rnnopt.report.comparisons import Comparison, Side
+from rnnopt.report.intervals import CONFIDENCE, Interval, ratio_interval
 from rnnopt.report.wide import label, preferred, shape_label
 
 MATCH_KEYS = ("cell", "task", "phase", *SHAPE_KEYS, "threads")
 PEAK_METRIC = "peak_mib"
 ALLOC_METRIC = "tracemalloc.numpy_blocks_per_step"
-
-
-@dataclass
-class Interval:
-    median: float
-    low: float
-    high: float
-    n: int = 1
-
-    def __str__(self) -> str:
-        if math.isclose(self.low, self.high):
-            return f"{self.median:.2f}x"
-        return f"{self.median:.2f}x ({self.low:.2f}-{self.high:.2f})"
 
 
 @dataclass
@@ -68,6 +57,7 @@ class RunData:
     memory: pd.DataFrame
     train: pd.DataFrame
     failed_verification: set
+    confidence: float = CONFIDENCE  # of the speedup intervals
 
 
 def _ok(frame: pd.DataFrame) -> pd.DataFrame:
@@ -93,36 +83,39 @@ def _col(frame: pd.DataFrame, name: str) -> pd.Series:
     return frame[name] if name in frame else pd.Series(np.nan, index=frame.index)
 
 
-def pair_intervals(matched: pd.DataFrame) -> pd.DataFrame:
-    """Per pair: ratio = baseline median / candidate median, and its IQR interval low-high."""
-    c_med, b_med = matched["time_ms.median_c"], matched["time_ms.median_b"]
-    c_half = _col(matched, "time_ms.iqr_c").fillna(0) / 2
-    b_half = _col(matched, "time_ms.iqr_b").fillna(0) / 2
-    c_floor = np.maximum(c_med - c_half, _col(matched, "time_ms.min_c").fillna(0))
+def pair_intervals(matched: pd.DataFrame, confidence: float = CONFIDENCE) -> pd.DataFrame:
+    """Per pair: ratio = baseline time / candidate time (geometric means of process medians),
+    its interval low-high over processes (NaN with one process a side) and `processes`, the
+    fewer processes of the two sides (rnnopt.report.intervals)."""
+    rows = []
+    for base, cand in zip(matched["process_medians_b"], matched["process_medians_c"], strict=True):
+        interval = ratio_interval(base, cand, confidence)
+        if interval is None:
+            rows.append((math.nan, math.nan, math.nan, 0))
+        else:
+            low = interval.low if interval.has_interval else math.nan
+            high = interval.high if interval.has_interval else math.nan
+            rows.append((interval.median, low, high, interval.n))
     return pd.DataFrame(
-        {
-            "ratio": b_med / c_med,
-            "low": ((b_med - b_half) / (c_med + c_half)).clip(lower=0),
-            "high": (b_med + b_half) / c_floor.where(c_floor > 0, c_med),
-        },
-        index=matched.index,
-    ).astype(float)
+        rows, columns=["ratio", "low", "high", "processes"], index=matched.index
+    ).astype({"ratio": float, "low": float, "high": float})
 
 
-def speedup(matched: pd.DataFrame) -> Interval | None:
-    """Geometric-mean speedup of the pairs and the union of their IQR intervals."""
-    if matched.empty or "time_ms.median_c" not in matched:
+def speedup(matched: pd.DataFrame, confidence: float = CONFIDENCE) -> Interval | None:
+    """The pairs' geometric-mean speedup and the union of their intervals (none when a pair
+    has no interval: one process)."""
+    if matched.empty or "process_medians_c" not in matched:
         return None
-    intervals = pair_intervals(matched)
+    intervals = pair_intervals(matched, confidence)
     good = intervals[np.isfinite(intervals["ratio"]) & (intervals["ratio"] > 0)]
     if good.empty:
         return None
-    return Interval(
-        float(np.exp(np.log(good["ratio"]).mean())),
-        float(good["low"].min()),
-        float(good["high"].max()),
-        len(good),
-    )
+    estimate = float(np.exp(np.log(good["ratio"]).mean()))
+    processes = int(good["processes"].min())
+    if good["low"].isna().any():
+        return Interval(estimate, processes=(processes, processes))
+    low, high = float(good["low"].min()), float(good["high"].max())
+    return Interval(estimate, low, high, (processes, processes))
 
 
 def ratio(matched: pd.DataFrame, metric: str) -> float | None:
@@ -180,9 +173,11 @@ def _unverified(data: RunData, matched: pd.DataFrame, run: str) -> list[str]:
     return sorted(names)
 
 
-def _measured(comparison: Comparison, timed: pd.DataFrame, held: pd.DataFrame) -> Outcome:
+def _measured(
+    comparison: Comparison, timed: pd.DataFrame, held: pd.DataFrame, confidence: float
+) -> Outcome:
     """Speed, GC share, memory ratio and allocations of matched profile / memory pairs."""
-    outcome = Outcome(speedup=speedup(timed), memory_ratio=ratio(held, PEAK_METRIC))
+    outcome = Outcome(speedup=speedup(timed, confidence), memory_ratio=ratio(held, PEAK_METRIC))
     if "gc" in comparison.criteria and not timed.empty:
         shares = [
             (_col(timed, f"gc.pause_ms{s}") / _col(timed, f"time_ms.n{s}"))
@@ -221,12 +216,12 @@ def measure_pair(comparison: Comparison, data: RunData, run: str) -> Outcome:
     timed = preferred(pairs(data.profile, cand, base))
     # Memory ratios divide figures of one instrument: both sides' peak_source must agree.
     held = preferred(pairs(data.memory, cand, base, extra_keys=("peak_source",)))
-    outcome = _measured(comparison, timed, held)
+    outcome = _measured(comparison, timed, held, data.confidence)
     shapes = _shapes(timed, held)
     if len(shapes) > 1:
         outcome.by_shape = {
             shape_label(dict(zip(SHAPE_KEYS, shape, strict=True))): _measured(
-                comparison, _at(timed, shape), _at(held, shape)
+                comparison, _at(timed, shape), _at(held, shape), data.confidence
             )
             for shape in shapes
         }
@@ -320,7 +315,7 @@ def _clipping_cost(outcome: Outcome, off, on) -> None:
         outcome.notes.append(f"no step time compared: clip-off stopped after {stopped:.0f} steps")
     elif pd.notna(off["time_per_step_ms"]) and pd.notna(on["time_per_step_ms"]):
         cost = off["time_per_step_ms"] / on["time_per_step_ms"]
-        outcome.speedup = Interval(cost, cost, cost)
+        outcome.speedup = Interval(cost)
 
 
 ACCUMULATION = re.compile(r"accum-(\d+)x(\d+)")
@@ -337,7 +332,7 @@ def measure_accumulation(comparison: Comparison, data: RunData, run: str) -> Out
     one, many = one.iloc[0], many.iloc[0]
     micro, total = int(many["batch"]), int(one["batch"])
     cost = one["time_per_step_ms"] / many["time_per_step_ms"]
-    outcome.speedup = Interval(cost, cost, cost)
+    outcome.speedup = Interval(cost)
     outcome.loss_change = relative_change(
         pd.Series([many["heldout_loss"]]), pd.Series([one["heldout_loss"]])
     )
@@ -362,7 +357,7 @@ def measure_batch_size(comparison: Comparison, data: RunData, run: str) -> Outco
     best = runs.loc[runs["tokens_per_s"].idxmax()]
     gain = best["tokens_per_s"] / smallest["tokens_per_s"]
     outcome.throughput_ratio = gain
-    outcome.speedup = Interval(gain, gain, gain)
+    outcome.speedup = Interval(gain)
     outcome.speed_text = f"B={best['batch']}: {gain:.2f}x tokens/s of B={smallest['batch']}"
     outcome.loss_change = relative_change(
         pd.Series([best["heldout_loss"]]), pd.Series([smallest["heldout_loss"]])

@@ -7,21 +7,37 @@ import pandas as pd
 
 from rnnopt.report import wide
 from rnnopt.report.comparisons import COMPARISONS, Comparison
+from rnnopt.report.intervals import CONFIDENCE, THRESHOLD
 from rnnopt.report.outcomes import Outcome, RunData, measure
-from rnnopt.report.verdicts import verdict
+from rnnopt.report.verdicts import per_shape, single_verdict, verdict, verdict_category
 from rnnopt.report.wide import NONE, runs
 
+ALL_SHAPES = "all"  # comparison_numbers' row for the whole comparison (its verdict)
+COMPARISON_COLUMNS = (
+    *("optimisation", "claim", "compared", "run", "shape"),
+    *("speedup", "low", "high", "processes", "speed", "memory_ratio", "verdict", "category"),
+)
 
-def run_data(metrics: pd.DataFrame) -> dict[str, RunData]:
+
+def run_data(metrics: pd.DataFrame, confidence: float = CONFIDENCE) -> dict[str, RunData]:
     frames = {kind: wide.records(metrics, kind) for kind in ("profile", "memory", "train")}
     failed = wide.failed_verification(metrics)
     return {
         run: RunData(
             *(frames[kind][frames[kind]["run"] == run] for kind in ("profile", "memory", "train")),
             failed_verification=failed,
+            confidence=confidence,
         )
         for run in runs(metrics)
     }
+
+
+def outcomes(metrics: pd.DataFrame, comparisons, confidence: float):
+    """(comparison, run, outcome) of every comparison in every run."""
+    data = run_data(metrics, confidence)
+    for comparison in comparisons:
+        for run, run_frames in data.items():
+            yield comparison, run, measure(comparison, run_frames, run)
 
 
 def _speed_cell(outcome: Outcome) -> str:
@@ -49,7 +65,7 @@ def _by_shape(outcome: Outcome, cell) -> str:
     return "; ".join(f"{s}: {text}" for s, text in shown) or NONE
 
 
-def _cells(comparison: Comparison, outcome: Outcome) -> dict[str, str]:
+def _cells(comparison: Comparison, outcome: Outcome, threshold: float) -> dict[str, str]:
     speed = _by_shape(outcome, _speed_cell)
     if outcome.notes:
         speed += f" ({'; '.join(outcome.notes)})"
@@ -64,25 +80,78 @@ def _cells(comparison: Comparison, outcome: Outcome) -> dict[str, str]:
         "speedup": speed,
         "peak memory": memory,
         "loss": loss,
-        "verdict": verdict(comparison, outcome),
+        "verdict": verdict(comparison, outcome, threshold),
     }
 
 
-def comparison_table(metrics: pd.DataFrame, comparisons=COMPARISONS) -> pd.DataFrame:
-    """One row per optimisation; per run: speedup (interval), peak memory, loss, verdict."""
-    data = run_data(metrics)
-    rows = []
+def comparison_table(
+    metrics: pd.DataFrame,
+    comparisons=COMPARISONS,
+    threshold: float = THRESHOLD,
+    confidence: float = CONFIDENCE,
+) -> pd.DataFrame:
+    """One row per optimisation; per run: speedup (interval), peak memory, loss, verdict. The
+    page's text; comparison_numbers holds its numbers."""
+    rows = {c.optimisation: {"optimisation": c.optimisation} for c in comparisons}
     for comparison in comparisons:
-        row = {
-            "optimisation": comparison.optimisation,
+        rows[comparison.optimisation] |= {
             "claim": ", ".join(comparison.claims),
             "compared": comparison.compared,
         }
-        for run, run_frames in data.items():
-            cells = _cells(comparison, measure(comparison, run_frames, run))
-            row.update({f"{run}: {name}": text for name, text in cells.items()})
-        rows.append(row)
-    return pd.DataFrame(rows)
+    for comparison, run, outcome in outcomes(metrics, comparisons, confidence):
+        cells = _cells(comparison, outcome, threshold)
+        rows[comparison.optimisation].update({f"{run}: {k}": v for k, v in cells.items()})
+    return pd.DataFrame(list(rows.values()))
+
+
+def _numbers(outcome: Outcome) -> dict:
+    s = outcome.speedup
+    has = s is not None and s.has_interval
+    return {
+        "speedup": s.median if s is not None else None,
+        "low": s.low if has else None,
+        "high": s.high if has else None,
+        "processes": s.n if s is not None else None,
+        "speed": _speed_cell(outcome),
+        "memory_ratio": outcome.memory_ratio,
+    }
+
+
+def comparison_numbers(
+    metrics: pd.DataFrame,
+    comparisons=COMPARISONS,
+    threshold: float = THRESHOLD,
+    confidence: float = CONFIDENCE,
+) -> pd.DataFrame:
+    """The comparison table as numbers: one row per comparison, run and shape (shape `all`:
+    the whole row, its verdict; then one row per shape of a row measured at several), with
+    speedup, low, high (its interval; empty with one process), processes (of the side with
+    fewer), speed (the text), memory_ratio (exact: memray peaks are deterministic), verdict and
+    its category (verdicts.CATEGORIES)."""
+    rows = []
+    for comparison, run, outcome in outcomes(metrics, comparisons, confidence):
+        described = {
+            "optimisation": comparison.optimisation,
+            "claim": ", ".join(comparison.claims),
+            "compared": comparison.compared,
+            "run": run,
+        }
+        text = verdict(comparison, outcome, threshold)
+        parts = [(ALL_SHAPES, outcome, text)]
+        for shape, shaped in outcome.by_shape.items():
+            one = per_shape(outcome, shaped)
+            shaped_text = single_verdict(comparison, one, threshold)
+            parts.append((shape, shaped, text if outcome.unverified else shaped_text))
+        for shape, measured, text in parts:
+            rows.append(
+                described
+                | {"shape": shape}
+                | _numbers(measured)
+                | {"verdict": text, "category": verdict_category(text)}
+            )
+    return pd.DataFrame(rows, columns=COMPARISON_COLUMNS).astype(
+        {"speedup": float, "low": float, "high": float, "processes": "Int64", "memory_ratio": float}
+    )
 
 
 def _verify_cell(row) -> str:
@@ -130,7 +199,7 @@ def _status(r) -> str:
 def _peak_percent(r) -> str:
     """% of the host's GEMM ceiling; above 100% the ceiling itself is wrong (a kernel beat the
     best GEMM measured), and the cell says so instead of pretending."""
-    fraction = r.get("peak_fraction", float("nan"))
+    fraction = r["peak_fraction"]
     text = _number(100 * fraction, ".1f")
     if pd.notna(fraction) and fraction > 1:
         text += " (ceiling wrong: this beat the best GEMM measured)"
@@ -150,29 +219,39 @@ def timer_warnings(metrics: pd.DataFrame) -> dict[tuple, str]:
     return warnings
 
 
-def variants_table(metrics: pd.DataFrame) -> pd.DataFrame:
-    """Every profile record: time, throughput, GFLOP/s, fraction of the host's GEMM ceiling,
-    noisy, status, and a warning where the timer cross-check disagreed at that shape."""
+def variants_numbers(metrics: pd.DataFrame) -> pd.DataFrame:
+    """Every profiled job (its processes combined, rnnopt.report.wide.collapse_processes), as
+    numbers: time_ms (geometric mean of the process medians), the lowest and highest process
+    median, the median in-process IQR, tokens/s, GFLOP/s, fraction of the host's GEMM ceiling,
+    compile time, GEMM / elementwise split, CUDA kernels, noisy, verified, and a warning where
+    the timer cross-check disagreed at that shape."""
     profile = wide.records(metrics, "profile")
     failed = wide.failed_verification(metrics)
     warnings = timer_warnings(metrics)
     rows = []
     for _, r in profile.iterrows():
-        verified = (r["run"], r["variant"], r["dtype"], r["device"]) not in failed
+        medians = [m for m in r["process_medians"] if pd.notna(m)]
         rows.append(
             {
                 **_described(r),
                 "threads": r["threads"],
-                "status": _status(r),
-                "time ms (IQR)": _time(r),
-                "tokens/s": _number(r.get("tokens_per_s"), ",.0f"),
-                "GFLOP/s": _number(r.get("gflops"), ".2f"),
-                "% of peak": _peak_percent(r),
-                "compile s": _number(r.get("compile_s"), ".1f"),
-                "GEMM ms / elementwise ms": _split(r),
-                "CUDA kernels (step)": _cuda_kernels(r),
-                "noisy": "noisy" if r.get("noisy") == 1 else "",
-                "verified": "" if verified else "FAILED",
+                "status": r["status"],
+                "reason": r["reason"],
+                "processes": r["processes"],
+                "time_ms": r.get("time_ms.median"),
+                "time_ms_lowest_process": min(medians) if medians else None,
+                "time_ms_highest_process": max(medians) if medians else None,
+                "time_ms_iqr": r.get("time_ms.iqr"),
+                "tokens_per_s": r.get("tokens_per_s"),
+                "gflops": r.get("gflops"),
+                "peak_fraction": r.get("peak_fraction"),
+                "compile_s": r.get("compile_s"),
+                "gemm_ms": r.get("split.gemm_ms"),
+                "elementwise_ms": r.get("split.elementwise_ms"),
+                "cuda_kernel_launches": r.get("cuda_kernel_launches"),
+                "cudnn_persistent": r.get("cudnn_persistent"),
+                "noisy": r.get("noisy") == 1,
+                "verified": (r["run"], r["variant"], r["dtype"], r["device"]) not in failed,
                 "warning": warnings.get((r["run"], wide.shape_text(r), r["threads"]), ""),
             }
         )
@@ -181,28 +260,57 @@ def variants_table(metrics: pd.DataFrame) -> pd.DataFrame:
     return table.sort_values(columns, kind="stable").reset_index(drop=True) if rows else table
 
 
+def variants_table(metrics: pd.DataFrame) -> pd.DataFrame:
+    """variants_numbers as the page shows it."""
+    numbers = variants_numbers(metrics)
+    rows = [
+        {
+            **{k: r[k] for k in ("run", "variant", "dtype", "device", "shape", "phase")},
+            "threads": r["threads"],
+            "status": _status(r),
+            "time ms (process range)": _time(r),
+            "tokens/s": _number(r["tokens_per_s"], ",.0f"),
+            "GFLOP/s": _number(r["gflops"], ".2f"),
+            "% of peak": _peak_percent(r),
+            "compile s": _number(r["compile_s"], ".1f"),
+            "GEMM ms / elementwise ms": _split(r),
+            "CUDA kernels (step)": _cuda_kernels(r),
+            "noisy": "noisy" if r["noisy"] else "",
+            "verified": "" if r["verified"] else "FAILED",
+            "warning": r["warning"],
+        }
+        for _, r in numbers.iterrows()
+    ]
+    return pd.DataFrame(rows)
+
+
 def _split(r) -> str:
     """GEMM-only time and the rest (rnnopt.measure.split), for runners that measure it."""
-    if pd.isna(r.get("split.gemm_ms")):
+    if pd.isna(r["gemm_ms"]):
         return NONE
-    return f"{r['split.gemm_ms']:.3g} / {r['split.elementwise_ms']:.3g}"
+    return f"{r['gemm_ms']:.3g} / {r['elementwise_ms']:.3g}"
 
 
 def _cuda_kernels(r) -> str:
     """Kernels one CUDA step launched (rnnopt.measure.cuda_kernels) and, for the library layer,
     which cuDNN RNN algorithm those kernels name."""
-    if pd.isna(r.get("cuda_kernel_launches")):
+    if pd.isna(r["cuda_kernel_launches"]):
         return NONE
     text = f"{r['cuda_kernel_launches']:.0f} launches"
     if r["variant"].endswith("-nn"):
-        text += ", persistent RNN" if r.get("cudnn_persistent") == 1 else ", standard RNN"
+        text += ", persistent RNN" if r["cudnn_persistent"] == 1 else ", standard RNN"
     return text
 
 
 def _time(r) -> str:
-    if pd.isna(r.get("time_ms.median")):
+    """'1.23 (1.20-1.31, 3 processes)': the geometric mean of the process medians and the
+    lowest and highest of them; one process: its median and its IQR."""
+    if pd.isna(r["time_ms"]):
         return NONE
-    return f"{r['time_ms.median']:.3g} ({r.get('time_ms.iqr', float('nan')):.2g})"
+    if r["processes"] > 1:
+        low, high = r["time_ms_lowest_process"], r["time_ms_highest_process"]
+        return f"{r['time_ms']:.3g} ({low:.3g}-{high:.3g}, {r['processes']} processes)"
+    return f"{r['time_ms']:.3g} (IQR {r['time_ms_iqr']:.2g})"
 
 
 TIMER_METRICS = ("time_ms.median", "blocked_median_ms", "ratio", "ratio_per_call", "tail", "agrees")

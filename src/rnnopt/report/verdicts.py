@@ -1,20 +1,27 @@
 """Verdicts on the guide's claims: each criterion a small test of an Outcome, then one rule.
 
-A criterion returns (True, detail), (False, detail) or (None, why) when it has nothing to judge.
-The verdict: "not measured here: <why>" when nothing could be judged or a compared variant
-failed verification; "supported" when every judged criterion holds; otherwise
-"not supported: <what failed>". A row measured at several shapes (small, fastrnns, sweeps)
-is judged at each shape alone, and the verdict says where the claim holds: a claim whose
-outcome depends on the shape is a finding. Thresholds, the experiments' too, are the constants
-below: one place.
+A criterion returns (True, detail), (False, detail), (INCONCLUSIVE, detail) when its interval
+cannot decide, or (None, why) when it has nothing to judge. The verdict: "not measured here:
+<why>" when nothing could be judged or a compared variant failed verification; "not judged:
+<why>" when the speed was measured in one process a side (no interval); "not supported: <what
+failed>" when a judged criterion fails; "inconclusive: <why>" when none fails but one cannot
+decide; "supported" when every judged criterion holds. Speed is judged with a practical-
+significance threshold (rnnopt.report.intervals.classify): faster only when the whole interval
+lies beyond it, and "no meaningful difference" (the claim fails) when the whole interval lies
+within it. A row measured at several shapes (small, fastrnns, sweeps) is judged at each shape
+alone, and the verdict says where the claim holds: a claim whose outcome depends on the shape
+is a finding. Thresholds, the experiments' too, are the constants below: one place.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import replace
+from functools import partial
 
+from rnnopt.report import intervals
 from rnnopt.report.comparisons import Comparison
+from rnnopt.report.intervals import THRESHOLD
 from rnnopt.report.outcomes import Outcome
 
 MEMORY_LOWER = 0.95  # candidate peak / baseline peak below this: memory is lower
@@ -32,18 +39,43 @@ CACHE_DROP = 0.70  # beyond L3 below 70% of the best GFLOP/s inside the caches: 
 MIN_SWEEP_POINTS = 3  # hidden sizes that make a sweep
 OUTPUT_ERROR_MATTERS = 1e-2  # max |h - h_float64| above 1% of tanh's range
 
-Check = tuple[bool | None, str]
+INCONCLUSIVE = "inconclusive"  # a criterion whose interval cannot decide
+Check = tuple[bool | str | None, str]
+ONE_PROCESS = "one process a side: no interval"
+
+# The verdict's category: what `rnnopt compare` and the rerun check compare between runs.
+CATEGORIES = (
+    "supported",
+    "not supported",
+    "depends on the shape",
+    "inconclusive",
+    "not judged",
+    "not measured",
+)
 
 
-def speed(o: Outcome) -> Check:
+def verdict_category(text: str) -> str:
+    """The category a verdict text starts with (one of CATEGORIES)."""
+    for category in sorted(CATEGORIES, key=len, reverse=True):
+        if text.startswith(category):
+            return category
+    raise ValueError(f"not a verdict: {text!r}")
+
+
+def speed(o: Outcome, threshold: float = THRESHOLD) -> Check:
     s = o.speedup
     if s is None:
         return None, "speed not measured"
-    if s.low > 1:
-        return True, f"{s.median:.2f}x faster"
-    if s.high < 1:
-        return False, f"slower ({s.median:.2f}x)"
-    return False, f"no clear speedup ({s.low:.2f}-{s.high:.2f}x)"
+    found = intervals.classify(s, threshold)
+    if found is None:
+        return None, f"{s}: {ONE_PROCESS}"
+    if found == intervals.FASTER:
+        return True, f"{s} faster"
+    if found == intervals.SLOWER:
+        return False, f"slower ({s})"
+    if found == intervals.SAME:
+        return False, f"no meaningful difference ({s}: within {threshold:.0%})"
+    return INCONCLUSIVE, f"{s}: the interval crosses the {threshold:.0%} threshold"
 
 
 def memory(o: Outcome) -> Check:
@@ -119,21 +151,28 @@ CRITERIA: dict[str, Callable[[Outcome], Check]] = {
 }
 
 
-def single_verdict(comparison: Comparison, outcome: Outcome) -> str:
+def single_verdict(comparison: Comparison, outcome: Outcome, threshold: float = THRESHOLD) -> str:
     """The verdict on one outcome (one shape, or a row measured at one shape only)."""
-    checks = [CRITERIA[name](outcome) for name in comparison.criteria]
+    criteria = CRITERIA | {"speed": partial(speed, threshold=threshold)}
+    checks = [criteria[name](outcome) for name in comparison.criteria]
     judged = [(passed, detail) for passed, detail in checks if passed is not None]
     if not judged:
+        one_process = [detail for _, detail in checks if detail.endswith(ONE_PROCESS)]
+        if one_process and not outcome.missing:
+            return "not judged: " + "; ".join(one_process)
         why = outcome.missing or [detail for _, detail in checks]
         return "not measured here: " + "; ".join(why)
-    failed = [detail for passed, detail in judged if not passed]
+    failed = [detail for passed, detail in judged if passed is False]
     if failed:
         return "not supported: " + "; ".join(failed)
+    undecided = [detail for passed, detail in judged if passed == INCONCLUSIVE]
+    if undecided:
+        return "inconclusive: " + "; ".join(undecided)
     unjudged = [detail for passed, detail in checks if passed is None]
     return "supported" + (f" ({'; '.join(unjudged)})" if unjudged else "")
 
 
-def _per_shape(outcome: Outcome, shaped: Outcome) -> Outcome:
+def per_shape(outcome: Outcome, shaped: Outcome) -> Outcome:
     """One shape's measurements with the row's other figures (loss, learning, missing)."""
     return replace(
         outcome,
@@ -149,30 +188,39 @@ def _detail(text: str) -> str:
     return text.split(": ", 1)[1] if ": " in text else text
 
 
-def verdict(comparison: Comparison, outcome: Outcome) -> str:
+def verdict(comparison: Comparison, outcome: Outcome, threshold: float = THRESHOLD) -> str:
     """The row's verdict; a row measured at several shapes is judged per shape, and says where
-    the claim holds: "supported at every shape ...", "not supported at any shape ...", or
-    "depends on the shape: holds at fastrnns (...); not at small (...)" (a finding)."""
+    the claim holds: "supported at every shape ...", "not supported at any shape ...",
+    "depends on the shape: holds at fastrnns (...); not at small (...)" (a finding), or
+    "inconclusive: ..." when a shape cannot decide and the others do not disagree."""
     if outcome.unverified:
         return "not measured here: failed verification: " + ", ".join(outcome.unverified)
     if not outcome.by_shape:
-        return single_verdict(comparison, outcome)
+        return single_verdict(comparison, outcome, threshold)
     verdicts = {
-        shape: single_verdict(comparison, _per_shape(outcome, shaped))
+        shape: single_verdict(comparison, per_shape(outcome, shaped), threshold)
         for shape, shaped in outcome.by_shape.items()
     }
-    judged = {s: v for s, v in verdicts.items() if not v.startswith("not measured")}
+    judged = {s: v for s, v in verdicts.items() if not v.startswith(("not measured", "not judged"))}
     if not judged:
-        return single_verdict(comparison, outcome)
-    holds = {s: v for s, v in judged.items() if v.startswith("supported")}
-    fails = {s: v for s, v in judged.items() if s not in holds}
+        return single_verdict(comparison, outcome, threshold)
+    by_category = {
+        category: {s: v for s, v in judged.items() if verdict_category(v) == category}
+        for category in ("supported", "not supported", "inconclusive")
+    }
+    holds, fails, undecided = by_category.values()
     speed = {s: str(o.speedup) for s, o in outcome.by_shape.items() if o.speedup is not None}
+    held = "; ".join(f"{s} ({speed.get(s, _detail(v))})" for s, v in holds.items())
+    failed = "; ".join(f"{s} ({_detail(v)})" for s, v in fails.items())
+    open_ = "; ".join(f"{s} ({speed.get(s, _detail(v))})" for s, v in undecided.items())
+    if holds and fails:
+        text = f"depends on the shape: holds at {held}; not at {failed}"
+        return text + (f"; inconclusive at {open_}" if undecided else "")
+    if undecided:
+        decided = f"holds at {held}" if holds else (f"not at {failed}" if fails else "")
+        return f"inconclusive at {open_}" + (f"; {decided}" if decided else "")
     if not fails:
         shown = "; ".join(f"{s} {speed.get(s, _detail(v))}" for s, v in holds.items())
         return f"supported at every shape measured ({shown})"
-    if not holds:
-        shown = "; ".join(f"{s}: {_detail(v)}" for s, v in fails.items())
-        return f"not supported at any shape ({shown})"
-    held = "; ".join(f"{s} ({speed.get(s, _detail(v))})" for s, v in holds.items())
-    failed = "; ".join(f"{s} ({_detail(v)})" for s, v in fails.items())
-    return f"depends on the shape: holds at {held}; not at {failed}"
+    shown = "; ".join(f"{s}: {_detail(v)}" for s, v in fails.items())
+    return f"not supported at any shape ({shown})"

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import numpy as np
 import pandas as pd
 
 from rnnopt.report.aggregate import RECORD_COLUMNS, SHAPE_KEYS
@@ -47,8 +48,54 @@ DTYPE_SHORT = {
 }
 
 
-def records(metrics: pd.DataFrame, kind: str) -> pd.DataFrame:
+# Rates and times combine over processes as geometric means (a ratio of two of them is then the
+# ratio intervals.ratio_interval estimates); every other metric as the median.
+GEOMETRIC_METRICS = (
+    "time_ms.median",
+    "gflops",
+    "tokens_per_s",
+    "peak_fraction",
+    "time_per_step_ms",
+)
+# What tells one timed configuration (a job) from another: every descriptive column but the
+# process and what may differ between its processes.
+PER_PROCESS = ("process", "status", "reason", "source")
+
+
+def collapse_processes(frame: pd.DataFrame) -> pd.DataFrame:
+    """One row per job from the rows of its processes (profile records of one configuration
+    timed in R processes): the ok processes' metrics combined (GEOMETRIC_METRICS as geometric
+    means, others as medians), `processes` (how many were ok) and `process_medians` (their
+    time_ms.median, in process order: what speedup intervals rest on). A job with no ok
+    process keeps its first process's row, status and reason."""
+    if frame.empty:
+        return frame.assign(processes=pd.Series(dtype=int), process_medians=pd.Series(dtype=object))
+    keys = [c for c in RECORD_COLUMNS if c not in PER_PROCESS]
+    job = ["|".join(map(str, row)) for row in frame[keys].itertuples(index=False)]
+    frame = frame.assign(_job=job).sort_values(["_job", "process"], kind="stable")
+    ok = frame[frame["status"] == "ok"]
+    metrics = [c for c in frame.columns if c not in (*RECORD_COLUMNS, "source", "_job")]
+    numeric = [c for c in metrics if pd.api.types.is_numeric_dtype(frame[c])]
+    combined = ok.groupby("_job")[numeric].median()
+    geometric = [c for c in GEOMETRIC_METRICS if c in numeric]
+    logs = np.log(ok[geometric].where(ok[geometric] > 0))
+    combined[geometric] = np.exp(logs.groupby(ok["_job"]).mean())
+    combined["processes"] = ok.groupby("_job").size()
+    combined["process_medians"] = ok.groupby("_job")["time_ms.median"].agg(tuple)
+    first_ok = ok.drop_duplicates("_job").set_index("_job")
+    without_ok = frame[~frame["_job"].isin(ok["_job"])].drop_duplicates("_job").set_index("_job")
+    described = first_ok[[c for c in frame.columns if c not in numeric and c != "_job"]]
+    rows = described.join(combined)
+    failed = without_ok.assign(processes=0, process_medians=[()] * len(without_ok))
+    result = pd.concat([rows, failed]) if len(failed) else rows
+    return result.sort_values("source", kind="stable").reset_index(drop=True)[
+        [*frame.columns.drop("_job"), "processes", "process_medians"]
+    ]
+
+
+def records(metrics: pd.DataFrame, kind: str, per_process: bool = False) -> pd.DataFrame:
     """Records of `kind`: the descriptive columns plus one column per metric (NaN if absent).
+    Profile records come one row per job (collapse_processes) unless `per_process`.
 
     Text columns hold str or None (not pandas' NA), so that row-wise code can test them.
     """
@@ -64,7 +111,8 @@ def records(metrics: pd.DataFrame, kind: str) -> pd.DataFrame:
     missing = [m for m in USED_METRICS if m not in values]
     values = values.reindex(columns=[*values.columns, *missing])
     frame = described.merge(values, left_on="source", right_index=True, how="left")
-    return frame.reset_index(drop=True)
+    frame = frame.reset_index(drop=True)
+    return collapse_processes(frame) if kind == "profile" and not per_process else frame
 
 
 def label(row) -> str:

@@ -1,0 +1,302 @@
+"""Two result sets compared, B against A: each profile row's time ratio B/A with its interval over
+processes, each memory row's exact peak ratio, and the comparison-table verdicts that changed.
+
+A result set is a run folder (results/<run>/) or a results folder holding one run. A profile
+row is (variant, dtype, device, phase, shape, threads); its processes are its ok records, each
+summarised by its median (intervals.py says why the process is the unit). Memory peaks (memray)
+are deterministic, byte-equal from run to run, so their ratio is exact and needs no interval.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+from dataclasses import dataclass
+from pathlib import Path
+
+import pandas as pd
+
+from rnnopt.errors import UserError
+from rnnopt.report import table
+from rnnopt.report.aggregate import SHAPE_KEYS, STAGES, collect
+from rnnopt.report.intervals import (
+    CONFIDENCE,
+    FASTER,
+    INCONCLUSIVE,
+    SAME,
+    SLOWER,
+    THRESHOLD,
+    Interval,
+    classify,
+    geometric_mean,
+    ratio_interval,
+)
+from rnnopt.report.wide import NONE, label, records, shape_text
+
+KEY = ("variant", "dtype", "device", "phase", *SHAPE_KEYS, "threads")
+TIME, PEAK = "time", "peak_mib"  # the metrics --fail-on takes
+SLOWER_B, FASTER_B, NO_CHANGE = "slower", "faster", "no significant change"
+ONE_PROCESS = "one process: no interval"
+# classify reads a ratio as a speedup: its "faster" is a ratio above 1 + threshold, and a time
+# ratio B/A above 1 + threshold means B takes longer.
+TIME_CHANGE = {
+    FASTER: SLOWER_B,
+    SLOWER: FASTER_B,
+    SAME: NO_CHANGE,
+    INCONCLUSIVE: INCONCLUSIVE,
+    None: ONE_PROCESS,
+}
+SAME_PEAK, LARGER_PEAK, CHANGED_PEAK = "no change", "regression", "changed"
+MATCH = ("optimisation", "compared", "shape")  # what pairs comparison-table rows of A and B
+
+
+@dataclass
+class Comparison:
+    """Rows of B against A. profile and memory: KEY, a, b, ratio, low, high, processes_a,
+    processes_b, change, regression; verdicts: MATCH, speedup/low/high/category/verdict of
+    each side (suffixes _a, _b), changed."""
+
+    profile: pd.DataFrame
+    memory: pd.DataFrame
+    verdicts: pd.DataFrame
+    only_a: int  # profile rows measured in A only
+    only_b: int
+
+    def regressions(self, metric: str) -> int:
+        rows = self.profile if metric == TIME else self.memory
+        return int(rows["regression"].sum())
+
+
+def _is_run(folder: Path) -> bool:
+    return any((folder / stage).is_dir() for stage in STAGES)
+
+
+def run_folder(path: str | os.PathLike, run: str | None = None) -> tuple[Path, str]:
+    """(results folder, run name) of a result set: a run folder, or a results folder that holds
+    exactly one run (or the run named `run`)."""
+    path = Path(path)
+    if not path.is_dir():
+        raise UserError(f"{path}: no such folder")
+    if _is_run(path) and run in (None, path.name):
+        return path.parent, path.name
+    runs = sorted(p.name for p in path.iterdir() if p.is_dir() and _is_run(p))
+    if run is not None and run not in runs:
+        raise UserError(f"{path}: no run {run!r} in it (runs: {', '.join(runs) or 'none'})")
+    if run is None and len(runs) != 1:
+        if runs:
+            raise UserError(
+                f"{path}: holds {len(runs)} runs ({', '.join(runs)}); pick one with --run NAME"
+            )
+        stages = ", ".join(f"{stage}/" for stage in STAGES[:3])
+        raise UserError(f"{path}: holds no run (no folder with {stages} ... in it)")
+    return path, run or runs[0]
+
+
+def load_run(path: str | os.PathLike, run: str | None = None) -> pd.DataFrame:
+    """The tidy metrics (aggregate.collect) of one result set's run."""
+    results, name = run_folder(path, run)
+    metrics, _ = collect(results)
+    return metrics[metrics["run"] == name]
+
+
+def _by_key(rows: pd.DataFrame, metric: str) -> dict[tuple, list[float]]:
+    """Each row's values of `metric` from its ok records, one per record (process)."""
+    ok = rows[(rows["status"] == "ok") & rows[metric].notna()]
+    return {
+        key: [float(value) for value in group[metric]]
+        for key, group in ok.groupby(list(KEY), dropna=False, sort=True)
+    }
+
+
+def _sides(a: pd.DataFrame, b: pd.DataFrame, kind: str, metric: str):
+    """(rows of both, rows of A only, rows of B only): {key: (A values, B values)}."""
+    a_values, b_values = (_by_key(records(side, kind, per_process=True), metric) for side in (a, b))
+    both = {key: (a_values[key], b_values[key]) for key in a_values if key in b_values}
+    return both, len(a_values) - len(both), len(b_values) - len(both)
+
+
+NUMBERS = ("a", "b", "ratio", "low", "high", "processes_a", "processes_b", "change", "regression")
+
+
+def _row(key: tuple, a: float, b: float, ratio: Interval, change: str, regression: bool) -> dict:
+    # ratio.processes is (numerator, denominator): (B, A)
+    numbers = (a, b, ratio.median, ratio.low, ratio.high, *reversed(ratio.processes), change)
+    return dict(zip((*KEY, *NUMBERS), (*key, *numbers, regression), strict=True))
+
+
+def time_rows(both: dict, threshold: float, confidence: float) -> pd.DataFrame:
+    """Per row: the time ratio B/A of the process medians, its interval and its change."""
+    rows = []
+    for key, (a_ms, b_ms) in both.items():
+        ratio = ratio_interval(b_ms, a_ms, confidence)
+        change = TIME_CHANGE[classify(ratio, threshold)]
+        a, b = geometric_mean(a_ms), geometric_mean(b_ms)
+        rows.append(_row(key, a, b, ratio, change, change == SLOWER_B))
+    return _frame(rows)
+
+
+def memory_rows(both: dict, threshold: float) -> pd.DataFrame:
+    """Per row: the exact peak ratio B/A (peaks are deterministic) and its change."""
+    rows = []
+    for key, (a_mib, b_mib) in both.items():
+        a, b = float(pd.Series(a_mib).median()), float(pd.Series(b_mib).median())
+        exact = 1.0 if a == b else (b / a if a else math.inf)
+        ratio = Interval(exact, exact, exact, (len(b_mib), len(a_mib)))
+        regression = exact > 1 + threshold
+        change = SAME_PEAK if a == b else (LARGER_PEAK if regression else CHANGED_PEAK)
+        rows.append(_row(key, a, b, ratio, change, regression))
+    return _frame(rows)
+
+
+def _frame(rows: list[dict]) -> pd.DataFrame:
+    frame = pd.DataFrame(rows, columns=[*KEY, *NUMBERS])
+    return frame.astype({"low": float, "high": float, "regression": bool})
+
+
+def verdict_rows(numbers_a: pd.DataFrame, numbers_b: pd.DataFrame) -> pd.DataFrame:
+    """Comparison-table rows of both sides (table.comparison_numbers), paired by optimisation,
+    compared and shape; `changed` where the verdict's category differs."""
+    columns = [*MATCH, "speedup", "low", "high", "category", "verdict"]
+    paired = numbers_a[columns].merge(numbers_b[columns], on=list(MATCH), suffixes=("_a", "_b"))
+    paired["changed"] = paired["category_a"] != paired["category_b"]
+    # Does the rerun land where A said it would: B's speedup inside A's interval (NA without
+    # one on either side)?
+    low, high, speedup = (paired[c].astype(float) for c in ("low_a", "high_a", "speedup_b"))
+    inside = (low <= speedup) & (speedup <= high)
+    known = low.notna() & speedup.notna()
+    paired["inside"] = inside.astype("boolean").where(known, pd.NA)
+    return paired
+
+
+def compare(
+    a: str | os.PathLike,
+    b: str | os.PathLike,
+    run: str | None = None,
+    threshold: float = THRESHOLD,
+    confidence: float = CONFIDENCE,
+) -> Comparison:
+    """B against A (result sets as run_folder takes them)."""
+    metrics_a, metrics_b = load_run(a, run), load_run(b, run)
+    times, only_a, only_b = _sides(metrics_a, metrics_b, "profile", "time_ms.median")
+    peaks, _, _ = _sides(metrics_a, metrics_b, "memory", PEAK)
+    verdicts = verdict_rows(
+        *(
+            table.comparison_numbers(side, threshold=threshold, confidence=confidence)
+            for side in (metrics_a, metrics_b)
+        )
+    )
+    return Comparison(
+        time_rows(times, threshold, confidence),
+        memory_rows(peaks, threshold),
+        verdicts,
+        only_a,
+        only_b,
+    )
+
+
+def summary(comparison: Comparison) -> str:
+    """One line: how many rows changed, and how."""
+    changes = comparison.profile["change"].value_counts()
+    parts = [
+        f"{changes.get(SLOWER_B, 0)} of {len(comparison.profile)} profile rows significantly "
+        f"slower",
+        f"{changes.get(FASTER_B, 0)} faster",
+        f"{changes.get(NO_CHANGE, 0)} no significant change",
+        f"{changes.get(INCONCLUSIVE, 0)} inconclusive",
+    ]
+    if changes.get(ONE_PROCESS, 0):
+        parts.append(f"{changes[ONE_PROCESS]} with one process (no interval)")
+    memory = comparison.memory
+    moved = int((memory["change"] != SAME_PEAK).sum())
+    text = f"B vs A: {', '.join(parts)}; {moved} memory changes"
+    if moved:
+        text += f" ({int(memory['regression'].sum())} regressions)"
+    inside = comparison.verdicts["inside"].dropna()
+    if len(inside):
+        text += f"; {int(inside.sum())} of {len(inside)} speedups of B inside A's interval"
+    text += f"; {int(comparison.verdicts['changed'].sum())} verdicts changed"
+    if comparison.only_a or comparison.only_b:
+        text += f"; profile rows in A only {comparison.only_a}, in B only {comparison.only_b}"
+    return text
+
+
+def numbers(comparison: Comparison) -> pd.DataFrame:
+    """The profile and memory rows in one table, `metric` time (a, b: ms, the geometric mean
+    of process medians) or peak_mib (a, b: MiB)."""
+    return pd.concat(
+        [
+            comparison.profile.assign(metric=TIME),
+            comparison.memory.assign(metric=PEAK),
+        ],
+        ignore_index=True,
+    )[["metric", *KEY, *NUMBERS]]
+
+
+def _ratio_text(row) -> str:
+    if pd.isna(row["low"]) or row["low"] == row["high"]:
+        return f"{row['ratio']:.3f}"
+    return f"{row['ratio']:.3f} ({row['low']:.3f}-{row['high']:.3f})"
+
+
+def _speedup_text(speedup, low, high) -> str:
+    if pd.isna(speedup):
+        return NONE
+    return f"{speedup:.2f}x" + ("" if pd.isna(low) else f" ({low:.2f}-{high:.2f})")
+
+
+def _rows_table(rows: pd.DataFrame, unit: str) -> pd.DataFrame:
+    return pd.DataFrame(
+        {
+            "variant": [label(row) for _, row in rows.iterrows()],
+            "phase": rows["phase"],
+            "shape": [shape_text(row) for _, row in rows.iterrows()],
+            "threads": rows["threads"],
+            f"A {unit}": rows["a"].map("{:.4g}".format),
+            f"B {unit}": rows["b"].map("{:.4g}".format),
+            "B/A": [_ratio_text(row) for _, row in rows.iterrows()],
+            "processes A/B": [
+                f"{a}/{b}" for a, b in zip(rows["processes_a"], rows["processes_b"], strict=True)
+            ],
+            "change": rows["change"],
+        }
+    )
+
+
+def _verdict_tables(verdicts: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """(every paired row's speedups and categories, the changed ones' verdicts)."""
+    speedups = verdicts[list(MATCH)].copy()
+    for side in ("a", "b"):
+        numbers = verdicts[[f"speedup_{side}", f"low_{side}", f"high_{side}"]].values
+        speedups[f"speedup {side.upper()}"] = [_speedup_text(*values) for values in numbers]
+    for side in ("a", "b"):
+        speedups[f"category {side.upper()}"] = verdicts[f"category_{side}"]
+    changed = verdicts[verdicts["changed"]].rename(
+        columns={"verdict_a": "verdict A", "verdict_b": "verdict B"}
+    )
+    return speedups, changed[[*MATCH, "verdict A", "verdict B"]]
+
+
+def markdown(comparison: Comparison, a: str, b: str, threshold: float, confidence: float) -> str:
+    """The summary line, the rule, then the profile, memory and comparison-table tables."""
+    speedups, changed = _verdict_tables(comparison.verdicts)
+    lower, upper = f"{1 / (1 + threshold):.3f}", f"{1 + threshold:.3f}"
+    sections = [
+        ("Profile: time B/A", _rows_table(comparison.profile, "ms")),
+        ("Memory: peak B/A", _rows_table(comparison.memory, "MiB")),
+        ("Comparison table: speedups", speedups),
+        ("Verdicts changed", changed),
+    ]
+    lines = [
+        summary(comparison),
+        "",
+        f"A: {a}; B: {b}. A time ratio B/A is the ratio of the geometric means of the process "
+        f"medians, with its {confidence:.0%} Welch interval over processes: B is slower when the "
+        f"whole interval lies above {upper}, faster when below {lower}, no significant change "
+        f"when inside {lower}-{upper} (threshold {threshold:.0%}), inconclusive otherwise. "
+        "Memory peaks are deterministic: their ratio is exact.",
+        "",
+    ]
+    for title, frame in sections:
+        text = frame.to_markdown(index=False) if len(frame) else "(none)"
+        lines += [f"## {title}", "", text, ""]
+    return "\n".join(lines)

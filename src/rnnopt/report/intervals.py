@@ -1,0 +1,107 @@
+"""Ratios of times with confidence intervals that carry the variation between processes, and
+the rule that turns an interval into a verdict.
+
+The unit of replication is the process. Calls inside one process share its memory layout, its
+kernel choices and the host's state while it ran, so they say little about the next process:
+intervals built from one process's calls excluded the next run's median for more than half the
+speedups (issue 24). So each process is summarised by the median of its per-call samples, and a
+side of a comparison is the list of its processes' medians.
+
+Method (a two-stage analysis of nested samples): the ratio is exp(mean log a - mean log b), the
+ratio of the two sides' geometric means of process medians; its interval is Welch's t interval
+of the difference of mean logs (Welch-Satterthwaite degrees of freedom), exponentiated. It needs
+at least two processes a side: with one there is no between-process spread, so no interval and
+no verdict. With three processes a side the t quantile is large (about 2.8 at 4 degrees of
+freedom): intervals are honest rather than narrow.
+
+The verdict rule (after asv's --factor and criterion's noise threshold), for a speedup s with a
+practical-significance threshold t: "faster" when the whole interval lies above 1 + t, "slower"
+when it lies below 1 / (1 + t), "no meaningful difference" when it lies inside
+[1 / (1 + t), 1 + t], and "inconclusive" otherwise.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+from scipy import stats
+
+CONFIDENCE = 0.95
+THRESHOLD = 0.05
+
+FASTER, SLOWER, SAME, INCONCLUSIVE = "faster", "slower", "no meaningful difference", "inconclusive"
+
+
+@dataclass(frozen=True)
+class Interval:
+    """A ratio with its confidence interval; low and high are None without one (one process)."""
+
+    median: float  # the estimate (a ratio of geometric means of process medians)
+    low: float | None = None
+    high: float | None = None
+    processes: tuple[int, int] = (1, 1)  # processes of the numerator's and denominator's side
+
+    @property
+    def has_interval(self) -> bool:
+        return self.low is not None and self.high is not None
+
+    @property
+    def n(self) -> int:
+        """Processes of the side with fewer: what the interval rests on."""
+        return min(self.processes)
+
+    def __str__(self) -> str:
+        if not self.has_interval:
+            return f"{self.median:.2f}x"
+        return f"{self.median:.2f}x ({self.low:.2f}-{self.high:.2f})"
+
+
+def _logs(values: Sequence[float]) -> np.ndarray:
+    with np.errstate(divide="ignore", invalid="ignore"):  # zero or negative: left out below
+        logs = np.log(np.asarray(values, dtype=float))
+    return logs[np.isfinite(logs)]
+
+
+def ratio_interval(
+    numerator: Sequence[float], denominator: Sequence[float], confidence: float = CONFIDENCE
+) -> Interval | None:
+    """numerator / denominator (a speedup: baseline times over candidate times) from each
+    side's process medians, with its Welch interval; None when a side has no positive value."""
+    top, bottom = _logs(numerator), _logs(denominator)
+    if len(top) == 0 or len(bottom) == 0:
+        return None
+    estimate = float(np.exp(top.mean() - bottom.mean()))
+    processes = (len(top), len(bottom))
+    if min(processes) < 2:
+        return Interval(estimate, processes=processes)
+    var_top, var_bottom = top.var(ddof=1) / len(top), bottom.var(ddof=1) / len(bottom)
+    se = math.sqrt(var_top + var_bottom)
+    if se == 0:
+        return Interval(estimate, estimate, estimate, processes)
+    df = (var_top + var_bottom) ** 2 / (
+        var_top**2 / (len(top) - 1) + var_bottom**2 / (len(bottom) - 1)
+    )
+    half = float(stats.t.ppf(0.5 + confidence / 2, df)) * se
+    return Interval(estimate, estimate * math.exp(-half), estimate * math.exp(half), processes)
+
+
+def geometric_mean(values: Sequence[float]) -> float:
+    logs = _logs(values)
+    return float(np.exp(logs.mean())) if len(logs) else math.nan
+
+
+def classify(interval: Interval, threshold: float = THRESHOLD) -> str | None:
+    """faster / slower / no meaningful difference / inconclusive; None without an interval."""
+    if not interval.has_interval:
+        return None
+    upper, lower = 1 + threshold, 1 / (1 + threshold)
+    if interval.low > upper:
+        return FASTER
+    if interval.high < lower:
+        return SLOWER
+    if interval.low >= lower and interval.high <= upper:
+        return SAME
+    return INCONCLUSIVE

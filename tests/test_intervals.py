@@ -1,0 +1,103 @@
+"""Speedup intervals over processes (rnnopt.report.intervals) and the threshold rule."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+
+from rnnopt.report.intervals import (
+    FASTER,
+    INCONCLUSIVE,
+    SAME,
+    SLOWER,
+    Interval,
+    classify,
+    geometric_mean,
+    ratio_interval,
+)
+
+
+def process_medians(rng, true_ms: float, processes: int, between: float, calls: int = 50):
+    """Medians of `processes` simulated processes: each process runs at its own speed (the
+    host's state, its memory layout: lognormal, sd `between`) and its calls scatter around
+    that with a right tail (what one process's timer sees)."""
+    speeds = true_ms * np.exp(rng.normal(0, between, processes))
+    return [float(np.median(s * (1 + rng.exponential(0.05, calls)))) for s in speeds]
+
+
+def coverage(rng, simulations: int, processes: int, confidence: float = 0.95) -> float:
+    """Share of simulated runs whose interval holds the true speedup (baseline 13 ms,
+    candidate 10 ms: 1.3x)."""
+    covered = 0
+    for _ in range(simulations):
+        between = rng.uniform(0.01, 0.15)  # quiet to busy hosts
+        baseline = process_medians(rng, 13.0, processes, between)
+        candidate = process_medians(rng, 10.0, processes, between)
+        interval = ratio_interval(baseline, candidate, confidence)
+        covered += interval.low <= 1.3 <= interval.high
+    return covered / simulations
+
+
+def test_the_interval_covers_the_true_speedup_at_its_confidence():
+    """400 simulated runs of 3 processes a side whose speed drifts between processes: a 95%
+    interval holds the true ratio in about 95% of them (binomial sd 1.1%)."""
+    rng = np.random.default_rng(24)
+    assert 0.92 <= coverage(rng, 400, processes=3) <= 0.98
+    assert 0.92 <= coverage(rng, 400, processes=5) <= 0.98
+
+
+def test_the_confidence_level_is_honoured():
+    rng = np.random.default_rng(7)
+    assert 0.42 <= coverage(rng, 400, processes=3, confidence=0.50) <= 0.58
+
+
+def test_estimate_is_the_ratio_of_geometric_means():
+    interval = ratio_interval([2.0, 8.0], [1.0, 4.0])
+    assert interval.median == pytest.approx(geometric_mean([2, 8]) / geometric_mean([1, 4]))
+    assert interval.median == pytest.approx(2.0)
+    assert interval.processes == (2, 2) and interval.n == 2
+    # by hand: each side's logs differ by ln 4, so each variance of the mean is ln(4)^2 / 4;
+    # equal variances and two values a side: Welch's df is 2, t(0.975, 2) = 4.303
+    half = 4.3027 * math.sqrt(2 * math.log(4) ** 2 / 4)
+    assert interval.low == pytest.approx(2.0 * math.exp(-half), rel=1e-4)
+    assert interval.high == pytest.approx(2.0 * math.exp(half), rel=1e-4)
+
+
+def test_one_process_a_side_has_no_interval():
+    interval = ratio_interval([2.0], [1.0, 1.1, 0.9])
+    assert not interval.has_interval and interval.n == 1
+    assert str(interval) == f"{interval.median:.2f}x"
+    assert classify(interval) is None
+    assert ratio_interval([], [1.0]) is None
+    assert ratio_interval([0.0, -1.0], [1.0]) is None  # no positive time
+
+
+def test_identical_processes_give_a_point_interval():
+    interval = ratio_interval([2.0, 2.0, 2.0], [1.0, 1.0, 1.0])
+    assert (interval.low, interval.median, interval.high) == (2.0, 2.0, 2.0)
+
+
+@pytest.mark.parametrize(
+    ("low", "high", "expected"),
+    [
+        (1.051, 1.3, FASTER),
+        (1.049, 1.3, INCONCLUSIVE),  # touches the threshold band
+        (0.97, 1.04, SAME),
+        (1 / 1.05, 1.05, SAME),  # the band's edges belong to it
+        (0.94, 1.02, INCONCLUSIVE),
+        (0.5, 0.95, SLOWER),
+        (0.5, 0.953, INCONCLUSIVE),  # 1 / 1.05 = 0.952
+        (0.9, 1.2, INCONCLUSIVE),  # wider than the band on both sides
+    ],
+)
+def test_the_threshold_rule(low, high, expected):
+    assert classify(Interval(math.sqrt(low * high), low, high, (3, 3))) == expected
+
+
+def test_a_larger_threshold_turns_small_effects_into_no_difference():
+    interval = Interval(1.08, 1.06, 1.10, (3, 3))
+    assert classify(interval, 0.05) == FASTER
+    assert classify(interval, 0.10) == SAME
+    assert classify(interval, 0.08) == INCONCLUSIVE
