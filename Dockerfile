@@ -58,4 +58,6 @@ assert r.files('rnnopt').joinpath('schemas/record.schema.json').is_file(), 'sche
     && chmod 1777 . results
 
 # Snakemake keeps its state in .snakemake/ here: the sticky, world-writable workdir lets any uid.
+# Never root by default (nobody); `docker run --user "$(id -u):$(id -g)"` makes the files yours.
+USER 65534:65534
 CMD ["snakemake", "--cores", "all"]

@@ -111,10 +111,13 @@ class Results:
         compile_s=None,
         gc_pause_ms=0.0,
         processes=PROCESS_SPREAD,
+        probes=None,
         **shape,
     ):
-        """One record per process, process p's median `median_ms` x processes[p]."""
-        for process, factor in enumerate(processes):
+        """One record per process, process p's median `median_ms` x processes[p], its speed
+        probe probes[p] ms (1.0 by default)."""
+        probes = probes or [1.0] * len(processes)
+        for process, (factor, probe) in enumerate(zip(processes, probes, strict=True)):
             self._profile_process(
                 run,
                 variant,
@@ -129,6 +132,7 @@ class Results:
                 env=env,
                 compile_s=compile_s,
                 gc_pause_ms=gc_pause_ms,
+                probe_ms=probe,
                 **shape,
             )
 
@@ -148,6 +152,7 @@ class Results:
         env,
         compile_s,
         gc_pause_ms,
+        probe_ms=1.0,
         **shape,
     ):
         shape = ANCHOR | shape
@@ -169,6 +174,7 @@ class Results:
                 "peak_fraction": 0.1,
                 "compile_s": compile_s,
                 "gc": {"gen0": 3, "gen1": 0, "gen2": 0, "pause_ms": gc_pause_ms},
+                "contention": {"probe_before_ms": probe_ms, "probe_after_ms": probe_ms},
             }
         where = "b{batch}-t{seq_len}-i{input_size}-h{hidden_size}".format(**shape)
         self.write(

@@ -107,6 +107,15 @@ def test_default_command_runs_the_workflow():
     assert [json.loads(cmd) for cmd in cmds] == [["snakemake", "--cores", "all"]]
 
 
+def test_the_image_never_runs_as_root_by_default():
+    """Without `--user` the workflow ran as root (issue 23, item 22): the last USER is an
+    unprivileged uid, set after every RUN (which installs as root)."""
+    instructions = [instruction for instruction, _ in dockerfile_instructions()]
+    users = [args for instruction, args in dockerfile_instructions() if instruction == "USER"]
+    assert users and users[-1].split(":")[0] not in ("0", "root")
+    assert instructions.index("USER") > max(i for i, x in enumerate(instructions) if x == "RUN")
+
+
 def dockerignore_patterns() -> list[str]:
     lines = (ROOT / ".dockerignore").read_text().splitlines()
     return [line.strip() for line in lines if line.strip() and not line.startswith("#")]

@@ -126,12 +126,14 @@ cpu MHz\t\t: 9999.000
 )
 def test_theoretical_fma_peak(vendor, family, flags, bits):
     text = CPUINFO.format(vendor=vendor, family=family, flags=flags)
-    peak = theoretical_gflops(2, text)
+    peak = theoretical_gflops(2, text, cores=2)
     assert peak["datapath_bits"] == bits
     # 2 threads x 2.5 GHz x 2 pipes x 2 FLOPs x lanes; the first processor's clock only
     assert peak["float32"] == pytest.approx(2 * 2.5 * 2 * 2 * bits / 32)
     assert peak["float64"] == pytest.approx(peak["float32"] / 2)
     assert theoretical_gflops(1, "processor\t: 0\nflags\t: avx2\n") == {}
+    # a thousand threads on two cores have two cores' FMA units (issue 23, item 13)
+    assert theoretical_gflops(1000, text, cores=2) == peak and peak["cores_counted"] == 2
 
 
 @pytest.mark.parametrize(

@@ -355,3 +355,21 @@ def test_an_unwritable_out_is_one_line_before_any_measurement(tmp_path, capsys):
     assert main(argv) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and err[0].startswith(f"rnnopt profile: error: --out {out}: cannot write")
+
+
+def test_braces_in_an_out_path_are_part_of_the_path(tmp_path):
+    """`{x}` in a folder name crashed with KeyError (issue 23, item 15): only {phase} is a
+    placeholder."""
+    folder = tmp_path / "run {x} }{"
+    argv = ["profile", "--variant", "numpy-lstm-fused", *TINY, "--threads", "1", *QUICK]
+    out = str(folder / "{phase}.json")
+    assert run_cli(*argv, "--phase", "forward", "backward", "--out", out) == 0
+    assert sorted(p.name for p in folder.iterdir()) == ["backward.json", "forward.json"]
+
+
+@pytest.mark.parametrize("command", ["train", "verify"])
+def test_zero_threads_is_refused_everywhere(tmp_path, command, capsys):
+    """`--threads 0` meant "as is" on train and verify, and was refused elsewhere (item 14)."""
+    assert exit_code(command, "--threads", "0", "--out", str(tmp_path / "r.json")) == 2
+    assert "--threads: expected a positive integer, got 0" in capsys.readouterr().err
+    assert not (tmp_path / "r.json").exists()

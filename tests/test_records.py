@@ -1,6 +1,7 @@
 """Record schema: validated on write and read, one-line errors naming the file."""
 
 import json
+import os
 
 import pytest
 
@@ -92,6 +93,46 @@ def test_non_finite_numbers_become_null(tmp_path):
     path = tmp_path / "r.json"
     write_record(path, profile_record(metrics={"gflops": float("nan")}))
     assert read_record(path)["metrics"]["gflops"] is None
+
+
+@pytest.mark.parametrize("token", ["NaN", "Infinity", "-Infinity"])
+def test_nan_and_infinity_tokens_are_no_record(tmp_path, token):
+    """Python's json reads them, JSON has no such numbers: a record holding one is refused by
+    name, never counted as ok (issue 23, item 19)."""
+    path = tmp_path / "r.json"
+    write_record(path, profile_record())
+    path.write_text(path.read_text().replace('"median": 1.0', f'"median": {token}'))
+    with pytest.raises(UserError, match=rf"^{path}: not a readable JSON record .*{token}"):
+        read_record(path)
+
+
+@pytest.mark.parametrize("umask", [0o022, 0o002, 0o077])
+def test_records_follow_the_umask(tmp_path, umask):
+    """tempfile made every record 0600: unreadable in a shared results/ (item 16)."""
+    path = tmp_path / "r.json"
+    old = os.umask(umask)
+    try:
+        write_record(path, profile_record())
+    finally:
+        os.umask(old)
+    assert path.stat().st_mode & 0o777 == 0o666 & ~umask
+
+
+def test_a_failed_write_leaves_nothing_behind(tmp_path, monkeypatch):
+    """A write that fails midway (a full disk) leaves neither a temporary nor a record, and an
+    existing record stays as it was (item 17)."""
+    path = tmp_path / "r.json"
+    write_record(path, profile_record())
+    before = path.read_bytes()
+
+    def full_disk(fd):
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(os, "fsync", full_disk)
+    with pytest.raises(OSError, match="No space left"):
+        write_record(path, profile_record(seed=1))
+    assert path.read_bytes() == before
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["r.json"]
 
 
 def test_numpy_only_process_records_torch_version_without_importing_it():

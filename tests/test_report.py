@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+
 import matplotlib.image
 import pandas as pd
 import pytest
@@ -292,3 +294,46 @@ def test_a_jobs_processes_collapse_to_one_row(tmp_path):
     assert fused["time_ms.iqr"] == pytest.approx(0.04 * 5.0)  # the median of 0.08 and 0.32
     skipped = rows.loc["torch-lstm-nn"]
     assert (skipped["status"], skipped["reason"], skipped["processes"]) == ("skipped", "why", 0)
+
+
+def test_record_strings_cannot_break_the_markdown(tmp_path):
+    """A failure's reason is any text: HTML, `|` and newlines reached comparison.md as they
+    were and broke its tables (issue 23, item 20); the HTML page escapes them too."""
+    from tests.test_aggregate import Results
+
+    results = Results(tmp_path / "results")
+    reason = "RuntimeError: <script>alert(1)</script> a|b\nsecond line"
+    results.profile(CPU_RUN, "numpy-lstm-fused", "float32", 1.0)
+    results.profile(CPU_RUN, "numpy-lstm-naive", "float64", 0, status="failed", reason=reason)
+    paths = build(*collect(tmp_path / "results"), tmp_path / "report")
+    markdown = paths["markdown"].read_text()
+    assert "<script>" not in markdown
+    assert "&lt;script>alert(1)&lt;/script> a\\|b second line" in markdown
+    for rows in re.findall(r"(?:^\|.*\|\n)+", markdown, flags=re.MULTILINE):
+        widths = {len(re.findall(r"(?<!\\)\|", line)) for line in rows.splitlines()}
+        assert len(widths) == 1, rows  # every row of a table has the header's columns
+    assert "<script>" not in paths["html"].read_text()
+
+
+def test_a_process_timed_in_a_slow_spell_is_left_out(tmp_path):
+    """One process of a job ran 2x slower, and so did its speed probe: the job's time and
+    interval come from the other two. Two disturbed processes of three are all kept (one
+    would be too few), as is everything of records without a probe."""
+    from rnnopt.report import wide
+    from tests.test_aggregate import Results
+
+    results = Results(tmp_path / "results")
+    spell = {"processes": (1.0, 1.0, 2.0), "probes": (1.0, 1.0, 2.0)}
+    results.profile(CPU_RUN, "numpy-lstm-fused", "float32", 2.0, **spell)
+    long_spell = {"processes": (1.0, 2.0, 2.0), "probes": (1.0, 2.0, 2.0)}
+    results.profile(CPU_RUN, "numpy-lstm-batched", "float32", 3.0, **long_spell)
+    results.profile(CPU_RUN, "numpy-lstm-naive", "float64", 30.0)
+    metrics, _ = collect(tmp_path / "results")
+    rows = wide.records(metrics, "profile").set_index("variant")
+    fused = rows.loc["numpy-lstm-fused"]
+    assert (fused["processes"], fused["disturbed"]) == (2, 1)
+    assert fused["process_medians"] == (2.0, 2.0) and fused["time_ms.median"] == pytest.approx(2)
+    assert rows.loc["numpy-lstm-batched", "processes"] == 3
+    assert rows.loc["numpy-lstm-batched", "disturbed"] == 0
+    variants = table.variants_table(metrics).set_index("variant")
+    assert "1 slow spell left out" in variants.loc["numpy-lstm-fused", "time ms (process range)"]

@@ -115,11 +115,21 @@ def test_contention_measures_a_block(tmp_path):
         "involuntary_ctx_switches",
         "voluntary_ctx_switches",
         "wall_s",
+        "probe_before_ms",
+        "probe_after_ms",
     }
     for key in ("involuntary_ctx_switches", "voluntary_ctx_switches"):
         assert isinstance(metrics[key], int) and metrics[key] >= 0
     assert metrics["steal_fraction"] == pytest.approx(50 / 250)
     assert metrics["wall_s"] >= 0
+    assert metrics["probe_before_ms"] > 0 and metrics["probe_after_ms"] > 0
+
+
+def test_the_speed_probe_times_its_work():
+    """The probe's time grows with its work: it measures the CPU, not a constant."""
+    from rnnopt.measure.contention import speed_probe_ms
+
+    assert speed_probe_ms(loops=200_000, runs=3) > 5 * speed_probe_ms(loops=20_000, runs=3)
 
 
 def test_contention_without_proc_stat_has_no_steal(tmp_path):

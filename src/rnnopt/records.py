@@ -87,8 +87,18 @@ def _finite_or_none(value):
     return value
 
 
+def _file_mode() -> int:
+    """rw for whom the umask allows, as open() would create a file: a record in a shared
+    results/ stays readable (tempfile's files are 0600 whatever the umask)."""
+    umask = os.umask(0)
+    os.umask(umask)
+    return 0o666 & ~umask
+
+
 def write_record(path: str | os.PathLike, record: dict) -> None:
-    """Validate, then write atomically: a reader never sees half a record."""
+    """Validate, then write atomically: a reader never sees half a record, a failed write
+    leaves no temporary file, and the bytes are on disk before the rename makes them the
+    record."""
     path = Path(path)
     record = _finite_or_none(record)
     validate(record, str(path))
@@ -96,21 +106,47 @@ def write_record(path: str | os.PathLike, record: dict) -> None:
     with tempfile.NamedTemporaryFile(
         "w", dir=path.parent, prefix=f".{path.name}.", suffix=".tmp", delete=False
     ) as tmp:
-        json.dump(record, tmp, indent=1, sort_keys=False)
-        tmp.write("\n")
+        try:
+            json.dump(record, tmp, indent=1, sort_keys=False, allow_nan=False)
+            tmp.write("\n")
+            tmp.flush()
+            os.fsync(tmp.fileno())
+            os.chmod(tmp.name, _file_mode())
+        except BaseException:
+            tmp.close()
+            os.unlink(tmp.name)
+            raise
     os.replace(tmp.name, path)
+
+
+def _no_constant(name: str):
+    raise ValueError(f"{name} is not a JSON number")
+
+
+def parse_record(text: str, source: str) -> dict:
+    """The JSON object of a record file; UserError naming `source` for anything else, NaN and
+    Infinity included (JSON has no such numbers; a record writes a non-finite value as null)."""
+    try:
+        record = json.loads(text, parse_constant=_no_constant)
+    except (json.JSONDecodeError, ValueError) as error:
+        raise UserError(f"{source}: not a readable JSON record ({error})") from None
+    if not isinstance(record, dict):
+        raise UserError(f"{source}: not a JSON object")
+    return record
+
+
+def read_text(path: Path) -> str:
+    try:
+        return path.read_text()
+    except FileNotFoundError:
+        raise UserError(f"{path}: record not found") from None
+    except (OSError, UnicodeDecodeError) as error:
+        raise UserError(f"{path}: not a readable JSON record ({error})") from None
 
 
 def read_record(path: str | os.PathLike) -> dict:
     path = Path(path)
-    try:
-        record = json.loads(path.read_text())
-    except FileNotFoundError:
-        raise UserError(f"{path}: record not found") from None
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as error:
-        raise UserError(f"{path}: not a readable JSON record ({error})") from None
-    if not isinstance(record, dict):
-        raise UserError(f"{path}: not a JSON object")
+    record = parse_record(read_text(path), str(path))
     validate(record, str(path))
     return record
 

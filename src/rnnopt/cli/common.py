@@ -51,6 +51,14 @@ def positive_int(text: str) -> int:
     return value
 
 
+def fill_template(template: str, **fields: str) -> str:
+    """--out with its {name} placeholders filled in; any other brace is part of the path
+    (str.format would take `{x}` for a field and crash on it)."""
+    for name, value in fields.items():
+        template = template.replace(f"{{{name}}}", str(value))
+    return template
+
+
 def non_negative_int(text: str) -> int:
     try:
         value = int(text)

@@ -25,6 +25,7 @@ from rnnopt.cli.common import (
     add_timing_arguments,
     apply_variant_threads,
     check_variant_name,
+    fill_template,
     non_negative_int,
     write_failure,
     write_measurement,
@@ -86,7 +87,9 @@ def emulated_dtype(args) -> str | None:
 
 def phase_args(args, phase: str) -> argparse.Namespace:
     """The flags of one phase: --phase is that phase, --out its record path."""
-    return argparse.Namespace(**{**vars(args), "phase": phase, "out": args.out.format(phase=phase)})
+    return argparse.Namespace(
+        **{**vars(args), "phase": phase, "out": fill_template(args.out, phase=phase)}
+    )
 
 
 def run(args) -> int:

@@ -8,7 +8,7 @@ variant does not offer writes a `skipped` record, an error inside the variant a 
 
 from __future__ import annotations
 
-from rnnopt.cli.common import config_of, set_threads
+from rnnopt.cli.common import config_of, positive_int, set_threads
 from rnnopt.errors import UserError
 from rnnopt.measure.harness import uses_torch
 from rnnopt.models.variants import get_variant, list_variants
@@ -57,7 +57,9 @@ def register(subparsers) -> None:
         default=50,
         help="steps between held-out evaluations (also before the first and after the last)",
     )
-    parser.add_argument("--threads", type=int, help="torch and BLAS threads (default: as is)")
+    parser.add_argument(
+        "--threads", type=positive_int, metavar="N", help="torch and BLAS threads (default: as is)"
+    )
     parser.add_argument("--seed", type=int, default=0, help="weights and batch order")
     parser.add_argument(
         "--untimed",

@@ -15,7 +15,7 @@ import sys
 from tabulate import tabulate
 from tqdm import tqdm
 
-from rnnopt.cli.common import comma_list, config_of, set_threads
+from rnnopt.cli.common import comma_list, config_of, fill_template, positive_int, set_threads
 from rnnopt.errors import UnavailableError, UserError
 from rnnopt.models.variants import CELLS, get_variant, list_variants
 from rnnopt.models.variants.base import DEVICES, DTYPES
@@ -42,7 +42,9 @@ def register(subparsers) -> None:
         help="comma-separated (cpu,cuda); default cpu, plus cuda when this host has a GPU",
     )
     parser.add_argument("--seed", type=int, default=SEED, help="seed of the test problem")
-    parser.add_argument("--threads", type=int, help="torch and BLAS threads (default: as is)")
+    parser.add_argument(
+        "--threads", type=positive_int, metavar="N", help="torch and BLAS threads (default: as is)"
+    )
     parser.add_argument(
         "--out",
         help="write one verify record here (one variant, dtype, device); with --jobs, a path "
@@ -91,7 +93,7 @@ def write_jobs(args, threads: dict) -> int:
         raise UserError("--jobs names the combinations: leave out --variant, --dtype, --device")
     for variant, device, dtype in args.jobs:
         fields = {"jobs": None, "variant": [variant], "device": [device], "dtype": [dtype]}
-        out = args.out.format(variant=variant, device=device, dtype=dtype)
+        out = fill_template(args.out, variant=variant, device=device, dtype=dtype)
         one = argparse.Namespace(**{**vars(args), **fields, "out": out})
         write_one(one, threads)
     return 0

@@ -17,6 +17,11 @@ What each number tells a reader:
 - `voluntary_ctx_switches`: times the process gave the CPU up itself (waiting on I/O, a lock,
   a sleeping thread pool); high with threaded BLAS, not a sign of contention by itself.
 - `wall_s`: the block's duration, the scale for the counts above.
+- `probe_before_ms`, `probe_after_ms`: the time of a fixed pure-Python workload (the fastest
+  of a few runs) just before and after the block. None of the counters above saw the slow
+  spells of these VMs (steal 0, load normal, one process of a job 1.5-2x slower than its
+  siblings for a minute): the probe does, and the report leaves out a process whose probe
+  ran well above the run's usual (rnnopt.report.wide.DISTURBED_PROBE).
 """
 
 from __future__ import annotations
@@ -66,6 +71,29 @@ def _load_1m() -> float | None:
         return None
 
 
+PROBE_LOOPS = 20_000  # about 1 ms of interpreter work on a 2.4 GHz Zen 3
+PROBE_RUNS = 5
+
+
+def _probe_work(loops: int) -> int:
+    total = 0
+    for i in range(loops):
+        total += i * i % 7
+    return total
+
+
+def speed_probe_ms(loops: int = PROBE_LOOPS, runs: int = PROBE_RUNS) -> float:
+    """The fastest of `runs` runs of a fixed pure-Python loop, ms: how fast this CPU runs
+    interpreter-bound code right now (a momentary interruption does not count; a slow spell
+    does)."""
+    times = []
+    for _ in range(runs):
+        start = time.perf_counter_ns()
+        _probe_work(loops)
+        times.append(time.perf_counter_ns() - start)
+    return min(times) / 1e6
+
+
 class Contention:
     """A context manager around one process's whole timing loop; `.metrics()` after it."""
 
@@ -73,6 +101,7 @@ class Contention:
         self.proc_stat = Path(proc_stat)
 
     def __enter__(self) -> Contention:
+        self._probe_before = speed_probe_ms()
         self._load_1m = _load_1m()
         self._stat = _read(self.proc_stat)
         self._usage = resource.getrusage(resource.RUSAGE_SELF)
@@ -85,14 +114,17 @@ class Contention:
         self._involuntary = usage.ru_nivcsw - self._usage.ru_nivcsw
         self._voluntary = usage.ru_nvcsw - self._usage.ru_nvcsw
         self._steal = steal_fraction(self._stat, _read(self.proc_stat))
+        self._probe_after = speed_probe_ms()
 
     def metrics(self) -> dict:
         """loadavg_1m, steal_fraction, involuntary_ctx_switches, voluntary_ctx_switches, wall_s
-        of the block (the module's docstring says what each tells)."""
+        and the speed probe around the block (the module's docstring says what each tells)."""
         return {
             "loadavg_1m": self._load_1m,
             "steal_fraction": self._steal,
             "involuntary_ctx_switches": self._involuntary,
             "voluntary_ctx_switches": self._voluntary,
             "wall_s": self._wall_s,
+            "probe_before_ms": self._probe_before,
+            "probe_after_ms": self._probe_after,
         }

@@ -16,6 +16,7 @@ and `gemm_time_ms.<library>.<dtype>` (the median of the best size and layout),
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable
 
 import numpy as np
@@ -156,8 +157,12 @@ def datapath_bits(fields: dict[str, str]) -> int:
     return 256 if "avx2" in flags else 128
 
 
-def theoretical_gflops(threads: int, cpuinfo: str | None = None) -> dict:
-    """{"float64", "float32": GFLOP/s, "mhz", "datapath_bits", "fma_pipes"}; {} when unknown."""
+def theoretical_gflops(threads: int, cpuinfo: str | None = None, cores: int | None = None) -> dict:
+    """{"float64", "float32": GFLOP/s, "mhz", "datapath_bits", "fma_pipes", "cores"}; {} when
+    unknown. Threads beyond the logical CPUs (`cores`, this host's by default) add no FMA
+    units: the peak counts min(threads, cores)."""
+    cores = os.cpu_count() or threads if cores is None else cores
+    threads = min(threads, cores)
     cpuinfo = host_cpuinfo() if cpuinfo is None else cpuinfo
     if cpuinfo is None:
         return {}
@@ -173,4 +178,5 @@ def theoretical_gflops(threads: int, cpuinfo: str | None = None) -> dict:
         "mhz": mhz,
         "datapath_bits": bits,
         "fma_pipes": FMA_PIPES,
+        "cores_counted": threads,
     }

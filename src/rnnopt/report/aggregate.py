@@ -11,7 +11,6 @@ long table: one row per (record, series, step).
 
 from __future__ import annotations
 
-import json
 import math
 import os
 from pathlib import Path
@@ -20,7 +19,7 @@ import pandas as pd
 
 from rnnopt.errors import UserError
 from rnnopt.models.flops import SHAPE_KEYS
-from rnnopt.records import SCHEMA_ID, validate
+from rnnopt.records import SCHEMA_ID, parse_record, read_text, validate
 
 # Directories under results/<run>/ that hold records (datasets, logs and caches do not).
 STAGES = (
@@ -156,11 +155,8 @@ def load(path: Path) -> dict:
     """The record in `path`, validated. Every JSON file under a stage directory must be a
     record of this schema: anything else (no schema, another version) is an error naming the
     file, never a record silently left out."""
-    try:
-        data = json.loads(path.read_text())
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as error:
-        raise UserError(f"{path}: not a readable JSON record ({error})") from None
-    schema = data.get("schema") if isinstance(data, dict) else None
+    data = parse_record(read_text(path), str(path))
+    schema = data.get("schema")
     if schema != SCHEMA_ID:
         raise UserError(f"{path}: not an rnnopt record (schema {schema!r}; expected {SCHEMA_ID!r})")
     validate(data, str(path))

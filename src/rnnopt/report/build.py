@@ -159,6 +159,15 @@ def sections(
     ]
 
 
+def markdown_cell(value):
+    """A table cell's text that cannot break the markdown table or inject HTML: record strings
+    (a failure's reason, a variant's note) come from anywhere."""
+    if not isinstance(value, str):
+        return value
+    text = " ".join(value.split())  # newlines end a table row
+    return text.replace("<", "&lt;").replace("|", "\\|")  # "<" opens a tag; ">" is harmless
+
+
 def markdown(parts: list[Section], figures: dict[str, str]) -> str:
     lines = ["# rnnopt: which RNN/LSTM optimisations pay", ""]
     for part in parts:
@@ -166,7 +175,8 @@ def markdown(parts: list[Section], figures: dict[str, str]) -> str:
         if part.text:
             lines += [part.text, ""]
         if part.frame is not None:
-            lines += [part.frame.to_markdown(index=False) if len(part.frame) else "(none)", ""]
+            frame = part.frame.map(markdown_cell).rename(columns=markdown_cell)
+            lines += [frame.to_markdown(index=False) if len(frame) else "(none)", ""]
     for name, why in figures.items():
         lines += [f"![{name}](figures/{name}.png)" + (f" (not drawn: {why})" if why else ""), ""]
     return "\n".join(lines)

@@ -31,7 +31,7 @@ from rnnopt.report.intervals import (
     geometric_mean,
     ratio_interval,
 )
-from rnnopt.report.wide import NONE, label, records, shape_text
+from rnnopt.report.wide import NONE, label, records, shape_text, undisturbed
 
 KEY = ("variant", "dtype", "device", "phase", *SHAPE_KEYS, "threads")
 TIME, PEAK = "time", "peak_mib"  # the metrics --fail-on takes
@@ -110,7 +110,9 @@ def _by_key(rows: pd.DataFrame, metric: str) -> dict[tuple, list[float]]:
 
 def _sides(a: pd.DataFrame, b: pd.DataFrame, kind: str, metric: str):
     """(rows of both, rows of A only, rows of B only): {key: (A values, B values)}."""
-    a_values, b_values = (_by_key(records(side, kind, per_process=True), metric) for side in (a, b))
+    a_values, b_values = (
+        _by_key(undisturbed(records(side, kind, per_process=True)), metric) for side in (a, b)
+    )
     both = {key: (a_values[key], b_values[key]) for key in a_values if key in b_values}
     return both, len(a_values) - len(both), len(b_values) - len(both)
 

@@ -238,6 +238,7 @@ def variants_numbers(metrics: pd.DataFrame) -> pd.DataFrame:
                 "status": r["status"],
                 "reason": r["reason"],
                 "processes": r["processes"],
+                "processes_left_out": r["disturbed"],
                 "time_ms": r.get("time_ms.median"),
                 "time_ms_lowest_process": min(medians) if medians else None,
                 "time_ms_highest_process": max(medians) if medians else None,
@@ -304,12 +305,16 @@ def _cuda_kernels(r) -> str:
 
 def _time(r) -> str:
     """'1.23 (1.20-1.31, 3 processes)': the geometric mean of the process medians and the
-    lowest and highest of them; one process: its median and its IQR."""
+    lowest and highest of them (and how many processes a slow spell of the host disturbed:
+    left out, rnnopt.report.wide.undisturbed); one process: its median and its IQR."""
     if pd.isna(r["time_ms"]):
         return NONE
     if r["processes"] > 1:
         low, high = r["time_ms_lowest_process"], r["time_ms_highest_process"]
-        return f"{r['time_ms']:.3g} ({low:.3g}-{high:.3g}, {r['processes']} processes)"
+        left_out = (
+            f"; {r['processes_left_out']} slow spell left out" if r["processes_left_out"] else ""
+        )
+        return f"{r['time_ms']:.3g} ({low:.3g}-{high:.3g}, {r['processes']} processes{left_out})"
     return f"{r['time_ms']:.3g} (IQR {r['time_ms_iqr']:.2g})"
 
 

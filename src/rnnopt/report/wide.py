@@ -62,19 +62,55 @@ GEOMETRIC_METRICS = (
 PER_PROCESS = ("process", "status", "reason", "source")
 
 
+# A process whose speed probe (rnnopt.measure.contention) ran this much slower than the run's
+# usual probe timed during a slow spell of the host: left out while two processes remain.
+DISTURBED_PROBE = 1.25
+PROBE_COLUMNS = ("contention.probe_before_ms", "contention.probe_after_ms")
+
+
+def disturbed(frame: pd.DataFrame) -> pd.Series:
+    """Per profile row (one process): its slower probe above DISTURBED_PROBE x the median
+    probe of its run's ok rows. False where the records have no probe (older runs)."""
+    if not set(PROBE_COLUMNS) <= set(frame.columns) or frame.empty:
+        return pd.Series(False, index=frame.index)
+    probe = frame[list(PROBE_COLUMNS)].max(axis=1)
+    usual = probe.where(frame["status"] == "ok").groupby(frame["run"]).transform("median")
+    return (probe > DISTURBED_PROBE * usual).fillna(False)
+
+
+def undisturbed(frame: pd.DataFrame) -> pd.DataFrame:
+    """The profile rows (one per process) without the disturbed processes of each job, unless
+    that would leave a job fewer than two ok processes; `disturbed` counts what was left out."""
+    if frame.empty:
+        return frame.assign(disturbed=pd.Series(dtype=int))
+    keys = [c for c in RECORD_COLUMNS if c not in PER_PROCESS]
+    job = pd.Series(
+        ["|".join(map(str, row)) for row in frame[keys].itertuples(index=False)], frame.index
+    )
+    slow = disturbed(frame) & (frame["status"] == "ok")
+    kept_ok = ((frame["status"] == "ok") & ~slow).groupby(job).transform("sum")
+    drop = slow & (kept_ok >= 2)
+    left_out = drop.groupby(job).transform("sum")
+    return frame[~drop].assign(disturbed=left_out[~drop].astype(int))
+
+
 def collapse_processes(frame: pd.DataFrame) -> pd.DataFrame:
     """One row per job from the rows of its processes (profile records of one configuration
     timed in R processes): the ok processes' metrics combined (GEOMETRIC_METRICS as geometric
     means, others as medians), `processes` (how many were ok) and `process_medians` (their
-    time_ms.median, in process order: what speedup intervals rest on). A job with no ok
-    process keeps its first process's row, status and reason."""
+    time_ms.median, in process order: what speedup intervals rest on), leaving out disturbed
+    processes (undisturbed). A job with no ok process keeps its first process's row, status
+    and reason."""
+    frame = undisturbed(frame)
     if frame.empty:
         return frame.assign(processes=pd.Series(dtype=int), process_medians=pd.Series(dtype=object))
     keys = [c for c in RECORD_COLUMNS if c not in PER_PROCESS]
     job = ["|".join(map(str, row)) for row in frame[keys].itertuples(index=False)]
     frame = frame.assign(_job=job).sort_values(["_job", "process"], kind="stable")
     ok = frame[frame["status"] == "ok"]
-    metrics = [c for c in frame.columns if c not in (*RECORD_COLUMNS, "source", "_job")]
+    metrics = [
+        c for c in frame.columns if c not in (*RECORD_COLUMNS, "source", "_job", "disturbed")
+    ]
     numeric = [c for c in metrics if pd.api.types.is_numeric_dtype(frame[c])]
     combined = ok.groupby("_job")[numeric].median()
     geometric = [c for c in GEOMETRIC_METRICS if c in numeric]
