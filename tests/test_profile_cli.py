@@ -3,6 +3,8 @@
 No timing assertions: only that records are written, valid, and say what happened.
 """
 
+import re
+
 import numpy as np
 import pytest
 
@@ -373,3 +375,19 @@ def test_zero_threads_is_refused_everywhere(tmp_path, command, capsys):
     assert exit_code(command, "--threads", "0", "--out", str(tmp_path / "r.json")) == 2
     assert "--threads: expected a positive integer, got 0" in capsys.readouterr().err
     assert not (tmp_path / "r.json").exists()
+
+
+@pytest.mark.parametrize("command", ["profile", "memory"])
+def test_a_shape_beyond_the_hosts_memory_is_skipped_before_allocating(tmp_path, command):
+    """hidden_size 10,000,000 allocated 1.28 GB of weights before failing, and a shape the
+    kernel's OOM killer ends leaves no record (issue 23, item 7): the analytic model says
+    first, and the record says why."""
+    out = tmp_path / "r.json"
+    shape = ["--batch", "1", "--seq-len", "1", "--input-size", "1", "--hidden-size", "10000000"]
+    argv = [command, "--variant", "numpy-lstm-fused", *shape, "--threads", "1", "--phase", "step"]
+    assert run_cli(*argv, "--out", str(out), *(QUICK if command == "profile" else ())) == 0
+    record = read_record(out)
+    assert record["status"] == "skipped"
+    assert re.search(
+        r"H=10000000 float32 needs at least [\d.e+]+ GiB; .* available", record["reason"]
+    )

@@ -271,6 +271,38 @@ def test_bad_overlay_names_the_key(workdir):
     ]
 
 
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        ("seed: 1\nseed: 2\n", "key 'seed' given twice (lines 1 and 2)"),
+        (
+            "profile: {}\n",
+            "profile: {} changes nothing (mappings merge key by key); "
+            "to empty a list write profile: []",
+        ),
+    ],
+)
+def test_a_config_file_is_read_strictly(workdir, text, message):
+    """A repeated key was kept silently (the last one), and `profile: {}` in an overlay
+    changed nothing (issue 23, item 18): both stop the run with one line naming the file."""
+    (workdir / "bad.yaml").write_text(text)
+    done = snakemake(workdir, "-n", "--cores", "1", "--configfile", "bad.yaml")
+    assert done.returncode != 0 and "Traceback" not in done.stdout + done.stderr
+    errors = [line for line in done.stderr.splitlines() if "bad config" in line]
+    assert errors == [f"rnnopt: bad config: {workdir / 'bad.yaml'}: {message}"]
+
+
+def test_the_config_loader_is_strict(tmp_path):
+    bad = tmp_path / "latin1.yaml"
+    bad.write_bytes("about: caf\xe9\n".encode("latin-1"))
+    with pytest.raises(UserError, match=r"latin1.yaml: not a readable YAML config \('utf-8'"):
+        config_check.read_file(bad)
+    nested = tmp_path / "nested.yaml"
+    nested.write_text("train:\n  steps: 3\n  steps: 4\n")
+    with pytest.raises(UserError, match=r"key 'steps' given twice \(lines 2 and 3\)"):
+        config_check.load(nested)
+
+
 # ---------------------------------------------------------------- end to end (slow)
 
 

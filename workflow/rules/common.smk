@@ -17,7 +17,11 @@ from rnnopt.pipeline import config_check
 # The library checks the config against the package's schema (workflow/schemas/ links to it)
 # and fills its defaults: one filler for the workflow and the tests (Snakemake's validate()
 # fills them its own way, and prints the whole schema on an error instead of one line).
+# Snakemake's YAML reading keeps the last of two equal keys and merges `key: {}` as nothing:
+# each config file is read again strictly first.
 try:
+    for configfile in workflow.configfiles:
+        config_check.read_file(configfile)
     checked = config_check.check(config)
 except UserError as error:
     sys.exit(f"rnnopt: bad config: {error}")

@@ -13,7 +13,8 @@ from collections.abc import Callable
 
 import numpy as np
 
-from rnnopt.models.flops import Shape
+from rnnopt.errors import UnavailableError
+from rnnopt.models.flops import Shape, memory_model, param_count
 from rnnopt.models.params import init_params
 from rnnopt.models.variants import get_variant, gpu_device_files
 from rnnopt.records import one_line
@@ -48,6 +49,33 @@ def make_inputs(cell: str, shape: Shape, seed: int):
     return params, x, grad_y
 
 
+def bytes_needed(cell: str, shape: Shape, dtype: str) -> int:
+    """What a step at `shape` needs at least: the float64 inputs every variant starts from
+    (params, x, grad_y) and the analytic step at `dtype` (rnnopt.models.flops.memory_model)."""
+    T, B, I, H = shape.seq_len, shape.batch, shape.input_size, shape.hidden_size
+    inputs = (param_count(cell, I, H) + T * B * I + T * B * H) * 8
+    model = memory_model(cell, shape, dtype, "step")
+    return inputs + sum(v for k, v in model.items() if k != "minimum_bytes")
+
+
+def available_bytes() -> int:
+    import psutil
+
+    return psutil.virtual_memory().available
+
+
+def check_fits(cell: str, shape: Shape, dtype: str) -> None:
+    """UnavailableError (a skipped record) when the shape cannot fit the host's available
+    memory: a job the kernel's OOM killer ends writes no record and stopped the whole run."""
+    needed, available = bytes_needed(cell, shape, dtype), available_bytes()
+    if needed > available:
+        raise UnavailableError(
+            f"B={shape.batch} T={shape.seq_len} I={shape.input_size} H={shape.hidden_size} "
+            f"{dtype} needs at least {needed / 2**30:.3g} GiB; {available / 2**30:.3g} GiB "
+            "available on this host"
+        )
+
+
 def runner_factory(args, lr: float = 1e-3):
     """(variant, make_runner) for the flags: make_runner() builds a fresh variant instance and
     runner on the same float64 inputs (variants cache workspaces on themselves, so a fresh
@@ -55,6 +83,7 @@ def runner_factory(args, lr: float = 1e-3):
     unsupported or unavailable combination becomes status skipped)."""
     shape = shape_of(args)
     variant = guarded(get_variant, args.variant, dtype=args.dtype, device=args.device)
+    guarded(check_fits, variant.cell, shape, args.dtype)
     try:
         params, x, grad_y = make_inputs(variant.cell, shape, args.seed)
     except MemoryError as error:  # a shape too large for this host: oom, like the variant's

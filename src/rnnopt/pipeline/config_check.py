@@ -147,11 +147,62 @@ def _variant_lists(config: dict):
         yield f"train.runs[{index}].variants", entry["variants"]
 
 
+class StrictLoader(yaml.SafeLoader):
+    """YAML that refuses a key given twice in one mapping (PyYAML keeps the last silently)."""
+
+
+def _strict_mapping(loader: StrictLoader, node: yaml.MappingNode, deep: bool = False) -> dict:
+    seen: dict = {}
+    for key_node, _ in node.value:
+        key = loader.construct_object(key_node, deep=deep)
+        if key in seen:
+            line = key_node.start_mark.line + 1
+            raise UserError(f"key {key!r} given twice (lines {seen[key]} and {line})")
+        seen[key] = key_node.start_mark.line + 1
+    return loader.construct_mapping(node, deep=deep)
+
+
+StrictLoader.add_constructor(yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG, _strict_mapping)
+
+
+def _no_empty_mappings(value, key: str = "") -> None:
+    """`profile: {}` in an overlay changed nothing (mappings merge key by key) and looked like
+    it emptied the list: an empty mapping is refused, with what to write instead."""
+    if isinstance(value, dict):
+        if not value and key:
+            raise UserError(
+                f"{key}: {{}} changes nothing (mappings merge key by key); "
+                f"to empty a list write {key.rsplit('.', 1)[-1]}: []"
+            )
+        for name, item in value.items():
+            _no_empty_mappings(item, f"{key}.{name}" if key else str(name))
+
+
+def read_file(path: str | os.PathLike) -> dict:
+    """One config file, strictly: UTF-8, YAML without repeated keys or empty mappings; a
+    UserError naming the file otherwise."""
+    path = Path(path)
+    try:
+        data = yaml.load(path.read_text(encoding="utf-8"), Loader=StrictLoader) or {}
+    except UserError as error:
+        raise UserError(f"{path}: {error}") from None
+    except (OSError, UnicodeDecodeError, yaml.YAMLError) as error:
+        detail = " ".join(str(error).split())
+        raise UserError(f"{path}: not a readable YAML config ({detail})") from None
+    if not isinstance(data, dict):
+        raise UserError(f"{path}: not a mapping of config keys")
+    try:
+        _no_empty_mappings(data)
+    except UserError as error:
+        raise UserError(f"{path}: {error}") from None
+    return data
+
+
 def load(path: str | os.PathLike, *overlays: str | os.PathLike) -> dict:
     """The checked config of a file and overlays (as `--configfile` merges them)."""
     config: dict = {}
     for file in (path, *overlays):
-        merge(config, yaml.safe_load(Path(file).read_text()) or {})
+        merge(config, read_file(file))
     return check(config)
 
 

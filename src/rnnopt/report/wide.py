@@ -69,11 +69,12 @@ PROBE_COLUMNS = ("contention.probe_before_ms", "contention.probe_after_ms")
 
 
 def disturbed(frame: pd.DataFrame) -> pd.Series:
-    """Per profile row (one process): its slower probe above DISTURBED_PROBE x the median
-    probe of its run's ok rows. False where the records have no probe (older runs)."""
+    """Per profile row (one process): its probe above DISTURBED_PROBE x the median probe of
+    its run's ok rows. The faster of the probes before and after the timing loop: a slow spell
+    slows both, a momentary hiccup one. False where the records have no probe (older runs)."""
     if not set(PROBE_COLUMNS) <= set(frame.columns) or frame.empty:
         return pd.Series(False, index=frame.index)
-    probe = frame[list(PROBE_COLUMNS)].max(axis=1)
+    probe = frame[list(PROBE_COLUMNS)].min(axis=1)
     usual = probe.where(frame["status"] == "ok").groupby(frame["run"]).transform("median")
     return (probe > DISTURBED_PROBE * usual).fillna(False)
 
