@@ -395,6 +395,14 @@ def test_ci_run_interrupted_resumed_then_nothing_then_report_only(workdir):
     assert (report / "comparison.md").stat().st_mtime_ns > stamp
     assert "Nothing to be done" in run_ci(workdir, "-n").stdout
 
+    # docs/workflow.md's recipe for a deleted record (issue 23, item 10): a plain run does
+    # nothing, --forcerun aggregate remakes the record, the aggregate and the report
+    next(results.glob("ci/profile/**/step-threads1-p1.json")).unlink()
+    assert "Nothing to be done" in run_ci(workdir, "-n").stdout
+    planned = run_ci(workdir, "-n", "--forcerun", "aggregate").stdout
+    for rule, count in (("profile", 1), ("aggregate", 1), ("report", 1)):
+        assert re.search(rf"^{rule}\s+{count}$", planned, flags=re.MULTILINE), planned
+
 
 @pytest.mark.parametrize("run", ["..", ".", ".hidden", "../elsewhere"])
 def test_a_run_name_cannot_leave_results(run):
@@ -415,3 +423,26 @@ def test_numbers_must_be_finite(overlay, key):
     """min_time_s: .inf hung every profile job; a NaN learning rate stopped the run later."""
     with pytest.raises(UserError, match=rf"^{re.escape(key)}: (inf|nan) is not a finite number"):
         config_check.check(overlay)
+
+
+SHAPE = {"seq_len": 2, "input_size": 2, "hidden_size": 2}
+
+
+@pytest.mark.parametrize(
+    ("value", "message"),
+    [
+        (4.0, "4.0 is not of type 'integer', 'array'"),
+        (10**30, "1000000000000000000000000000000 is greater than the maximum of 1000000000"),
+        ([4, 8.0], "8.0 is not of type 'integer'"),
+    ],
+)
+def test_a_size_is_a_whole_number_of_sensible_size(value, message):
+    """`batch: 4.0` passed the check and broke the DAG (paths b4.0-... no rule makes), a huge
+    integer gave PeriodicWildcardError (issue 23, item 12)."""
+    entry = {"variants": ["numpy-lstm-naive"], "shapes": [SHAPE | {"batch": value}]}
+    with pytest.raises(
+        UserError, match=rf"^profile\[0\]\.shapes\[0\]\.batch.*{re.escape(message)}"
+    ):
+        config_check.check({"profile": [entry]})
+    with pytest.raises(UserError, match=r"^train\.steps: 3\.0 is not of type 'integer'"):
+        config_check.check({"train": {"steps": 3.0}})

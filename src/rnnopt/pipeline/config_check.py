@@ -53,6 +53,16 @@ def _message(error: jsonschema.ValidationError) -> str:
     return f"{key}: {error.message}"
 
 
+# JSON Schema counts 4.0 as an integer; a size of 4.0 then broke the DAG (`b4.0-...` paths that
+# no rule makes). Here an integer is a YAML integer.
+Validator = jsonschema.validators.extend(
+    jsonschema.Draft202012Validator,
+    type_checker=jsonschema.Draft202012Validator.TYPE_CHECKER.redefine(
+        "integer", lambda _, value: isinstance(value, int) and not isinstance(value, bool)
+    ),
+)
+
+
 def _with_defaults(validator_class):
     """A validator that fills `default`s in place while it validates (jsonschema's FAQ recipe)."""
     validate_properties = validator_class.VALIDATORS["properties"]
@@ -70,11 +80,11 @@ def _with_defaults(validator_class):
 def check(config: dict, schema: dict | None = None) -> dict:
     """A copy of `config` with defaults filled in; UserError naming the first bad key."""
     schema = load_schema() if schema is None else schema
-    error = best_match(jsonschema.Draft202012Validator(schema).iter_errors(config))
+    error = best_match(Validator(schema).iter_errors(config))
     if error is not None:
         raise UserError(_message(error))
     filled = copy.deepcopy(config)
-    _with_defaults(jsonschema.Draft202012Validator)(schema).validate(filled)
+    _with_defaults(Validator)(schema).validate(filled)
     _check_finite(filled)
     _check_semantics(filled)
     return filled
