@@ -33,6 +33,12 @@ SHELL ["/bin/bash", "-o", "pipefail", "-c"]
 
 WORKDIR /work/rnnopt
 
+# A C++ compiler: torch.compile's CPU backend (inductor) compiles its kernels with it; without
+# one, torch-*-compile failed with InvalidCxxCompiler. bookworm's g++, pinned.
+RUN apt-get update \
+    && apt-get install -y --no-install-recommends g++=4:12.2.0-3 \
+    && rm -rf /var/lib/apt/lists/*
+
 # Dependencies first, in their own layers, so that editing the project does not reinstall them.
 COPY requirements/lock.txt requirements/lock.txt
 RUN python3 -m venv "$VIRTUAL_ENV" \

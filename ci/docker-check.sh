@@ -22,9 +22,9 @@ REPO_DIR=$(pwd)
 IMAGE_TAG=rnnopt:cpu
 BASE_TAG=rnnopt-local-base:bookworm
 SUITE=bookworm
-BASE_PACKAGES=python3,python3-venv,python3-pip,ca-certificates
+BASE_PACKAGES=python3,python3-venv,python3-pip,python3-dev,ca-certificates
 # Bump when build_base_image changes what goes into the base: it keys the cached tarball.
-BASE_RECIPE=1
+BASE_RECIPE=2
 HOST_CA_BUNDLE=/etc/ssl/certs/ca-certificates.crt
 WHEEL_DIR=/opt/wheels
 CACHE_DIR=${DOCKER_CHECK_CACHE-/var/cache/rnnopt-docker-check}
@@ -327,6 +327,18 @@ assert paths, "no profile record (results/*/profile/*.json)"
 images = {json.loads(p.read_text())["env"]["image"] for p in paths}
 assert images == {tag}, f"env.image in the records: {images}, expected {tag}"
 print(f"docker-check: {len(paths)} profile records carry env.image = {tag}")
+EOF
+    python3 - "$results" <<'EOF' || fail "the image wrote failed records"
+import json, pathlib, sys
+# In the image CUDA is skipped (no GPU) and nothing may fail: torch.compile without a C++
+# compiler was recorded failed while this check said PASSED.
+failed = []
+for path in sorted(pathlib.Path(sys.argv[1]).glob("*/*/**/*.json")):
+    record = json.loads(path.read_text())
+    if isinstance(record, dict) and record.get("status") == "failed":
+        failed.append(f"{path.name}: {record.get('reason')}")
+assert not failed, f"{len(failed)} failed records: " + "; ".join(failed[:5])
+print("docker-check: no failed record")
 EOF
     local foreign
     foreign=$(find "$results" ! -uid "${RUN_AS%%:*}" | awk 'NR <= 5')
