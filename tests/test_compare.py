@@ -14,18 +14,9 @@ from rnnopt.records import make_record, write_record
 from rnnopt.report import table
 from rnnopt.report.compare import verdict_rows
 from rnnopt.report.pyperf_export import export
+from tests.test_aggregate import ENV
 
 RUN = "cpu-x"
-ENV = {
-    "git": {"commit": "0123456789abcdef", "dirty": False},
-    "python": "3.11.7",
-    "numpy": "2.4.6",
-    "cpu_model": "Test CPU",
-    "cpu_count_logical": 2,
-    "hostname": "test-host",
-    "image": None,
-    "gpus": [],
-}
 SHAPE = {"batch": 16, "seq_len": 20, "input_size": 32, "hidden_size": 64}
 SPREAD = (1.0, 1.02, 0.98, 1.01, 0.99)  # one process's calls around its median
 NUMBER_COLUMNS = table.COMPARISON_COLUMNS

@@ -18,6 +18,7 @@ from rnnopt.measure.host import (
 )
 from rnnopt.records import make_record, write_record
 from rnnopt.report.aggregate import collect
+from tests.test_aggregate import ENV as AGGREGATE_ENV
 
 CPUINFO = """\
 processor\t: 0
@@ -138,15 +139,7 @@ def test_contention_without_proc_stat_has_no_steal(tmp_path):
     assert contention.metrics()["steal_fraction"] is None
 
 
-ENV = {
-    "git": {"commit": "abc", "dirty": False},
-    "python": "3.11",
-    "numpy": "2",
-    "cpu_model": "cpu",
-    "cpu_count_logical": 2,
-    "hostname": "vm",
-    "image": None,
-}
+ENV = AGGREGATE_ENV | {"hostname": "vm"}
 
 
 def write_peak(results, run, name, env):

@@ -41,14 +41,23 @@ def set_threads(threads: int | None, use_torch: bool = True) -> dict:
     return {"threads": threads, "threads_effective": apply_threads(threads, use_torch)}
 
 
-def positive_int(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a positive integer, got {text!r}") from None
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"expected a positive integer, got {value}")
-    return value
+def int_at_least(minimum: int, what: str):
+    """An argparse type: an integer >= `minimum`, `what` naming it in the error."""
+
+    def parse(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"expected {what}, got {text!r}") from None
+        if value < minimum:
+            raise argparse.ArgumentTypeError(f"expected {what}, got {value}")
+        return value
+
+    return parse
+
+
+positive_int = int_at_least(1, "a positive integer")
+non_negative_int = int_at_least(0, "an integer >= 0")
 
 
 def fill_template(template: str, **fields: str) -> str:
@@ -57,16 +66,6 @@ def fill_template(template: str, **fields: str) -> str:
     for name, value in fields.items():
         template = template.replace(f"{{{name}}}", str(value))
     return template
-
-
-def non_negative_int(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected an integer >= 0, got {text!r}") from None
-    if value < 0:
-        raise argparse.ArgumentTypeError(f"expected an integer >= 0, got {value}")
-    return value
 
 
 def positive_float(text: str) -> float:
