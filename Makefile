@@ -14,10 +14,14 @@ $(VENV)/.installed: pyproject.toml requirements/lock.txt
 	$(BIN)/pip install --quiet -c requirements/lock.txt -e '.[test,slurm]'
 	touch $@
 
+# check-config first: a config file Snakemake's own loader cannot read (not UTF-8) would stop it
+# with a traceback before any rnnopt code runs.
 run: install
+	$(BIN)/python -m rnnopt check-config config/config.yaml $(CONFIG)
 	$(BIN)/snakemake --cores $(CORES) --configfile $(CONFIG)
 
 report: install
+	$(BIN)/python -m rnnopt check-config config/config.yaml $(CONFIG)
 	$(BIN)/snakemake report_only --cores $(CORES) --configfile $(CONFIG)
 
 # The committed reference report again from its records (results/reference/runs/<run>/, one

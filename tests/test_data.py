@@ -268,3 +268,11 @@ def test_crash_while_writing_keeps_the_previous_dataset(tmp_path, monkeypatch):
     assert (sha256_of(path), sha256_of(path.with_suffix(".json"))) == before
     assert sorted(p.name for p in tmp_path.iterdir()) == ["adding.json", "adding.npz"]
     data.load(path)
+
+
+def test_cli_dataset_beyond_memory_is_one_line_and_writes_nothing(tmp_path, capsys):
+    argv = ["data", "make", "--task", "adding", "--n-sequences", "100000000"]
+    assert main([*argv, "--seq-len", "100000", "--out", str(tmp_path / "a.npz")]) == 2
+    errors = capsys.readouterr().err.strip().splitlines()
+    assert len(errors) == 1 and "--n-sequences 100000000 --seq-len 100000" in errors[0]
+    assert "does not fit in memory" in errors[0] and list(tmp_path.iterdir()) == []

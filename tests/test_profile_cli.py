@@ -4,6 +4,8 @@ No timing assertions: only that records are written, valid, and say what happene
 """
 
 import re
+import subprocess
+import sys
 
 import numpy as np
 import pytest
@@ -391,3 +393,14 @@ def test_a_shape_beyond_the_hosts_memory_is_skipped_before_allocating(tmp_path, 
     assert re.search(
         r"H=10000000 float32 needs at least [\d.e+]+ GiB; .* available", record["reason"]
     )
+
+
+def test_more_threads_than_cores_is_skipped_not_timed(tmp_path):
+    out = tmp_path / "record.json"
+    argv = ["profile", "--variant", "numpy-lstm-fused", *TINY, "--threads", "100000", *QUICK]
+    argv += ["--phase", "forward", "--out", str(out)]
+    done = subprocess.run([sys.executable, "-m", "rnnopt", *argv], capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    record = read_record(out)
+    assert record["status"] == "skipped" and "metrics" in record and not record["metrics"]
+    assert record["reason"].startswith("UnavailableError: --threads 100000: this process may run")

@@ -292,6 +292,29 @@ def test_a_config_file_is_read_strictly(workdir, text, message):
     assert errors == [f"rnnopt: bad config: {workdir / 'bad.yaml'}: {message}"]
 
 
+def test_check_config_names_a_file_snakemake_cannot_read(tmp_path, capsys):
+    from rnnopt.cli import main
+
+    bad = tmp_path / "latin1.yaml"
+    bad.write_bytes("run: caf\xe9\n".encode("latin-1"))
+    assert main(["check-config", "config/config.yaml", str(bad)]) == 2
+    captured = capsys.readouterr()
+    assert captured.err.count("\n") == 1 and f"{bad}: not a readable YAML config" in captured.err
+    good = tmp_path / "good.yaml"
+    good.write_text("run: mine\n")
+    assert main(["check-config", "config/config.yaml", "config/config.yaml", str(good)]) == 0
+    assert capsys.readouterr().out.startswith(f"config/config.yaml + {good}: ok (run 'mine'")
+
+
+def test_make_run_checks_the_config_before_snakemake():
+    dry = subprocess.run(
+        ["make", "-n", "run", "CONFIG=my.yaml"], capture_output=True, text=True, check=True
+    )
+    commands = [line for line in dry.stdout.splitlines() if "rnnopt" in line or "snakemake" in line]
+    assert "check-config config/config.yaml my.yaml" in commands[0]
+    assert "snakemake" in commands[1] and "--configfile my.yaml" in commands[1]
+
+
 def test_the_config_loader_is_strict(tmp_path):
     bad = tmp_path / "latin1.yaml"
     bad.write_bytes("about: caf\xe9\n".encode("latin-1"))

@@ -21,7 +21,7 @@ rule churn:
         runtime=job_runtime_min,
         gpu=job_gpus,
     shell:
-        "python -m rnnopt churn --variant {wildcards.variant} --dtype {wildcards.dtype} "
+        "python -m rnnopt --isolate churn --variant {wildcards.variant} --dtype {wildcards.dtype} "
         "--device {wildcards.device} --batch {wildcards.batch} --seq-len {wildcards.seq_len} "
         "--input-size {wildcards.input_size} --hidden-size {wildcards.hidden_size} "
         "--phase {wildcards.phase} --threads {wildcards.threads} --gc {wildcards.gc} "

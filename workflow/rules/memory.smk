@@ -19,7 +19,7 @@ rule memory:
         gpu=job_gpus,
     shell:
         "{params.caches} "
-        "python -m rnnopt memory --variant {wildcards.variant} --dtype {wildcards.dtype} "
+        "python -m rnnopt --isolate memory --variant {wildcards.variant} --dtype {wildcards.dtype} "
         "--device {wildcards.device} --batch {wildcards.batch} --seq-len {wildcards.seq_len} "
         "--input-size {wildcards.input_size} --hidden-size {wildcards.hidden_size} "
         "--phase {wildcards.phase} --threads {wildcards.threads} --seed {params.seed} "

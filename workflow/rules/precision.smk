@@ -19,6 +19,6 @@ rule precision:
         runtime=job_runtime_min,
         gpu=job_gpus,
     shell:
-        "python -m rnnopt precision --variant {wildcards.variant} --dtype {wildcards.dtype} "
+        "python -m rnnopt --isolate precision --variant {wildcards.variant} --dtype {wildcards.dtype} "
         "--device {wildcards.device} {params.shape} --threads 1 --seed {params.seed} "
         "--out {output.record} > {log} 2>&1"

@@ -35,7 +35,7 @@ rule timer_check:
         mem_mb=job_mem_mb,
         runtime=job_runtime_min,
     shell:
-        "python -m rnnopt timer-check {params.flags} --batch {wildcards.batch} "
+        "python -m rnnopt --isolate timer-check {params.flags} --batch {wildcards.batch} "
         "--seq-len {wildcards.seq_len} --input-size {wildcards.input_size} "
         "--hidden-size {wildcards.hidden_size} --threads {wildcards.threads} "
         "--seed {params.seed} --out {output.record} > {log} 2>&1"
@@ -75,7 +75,7 @@ rule profile:
         gpu=job_gpus,
     shell:
         "{params.caches} "
-        "python -m rnnopt profile --variant {wildcards.variant} --dtype {wildcards.dtype} "
+        "python -m rnnopt --isolate profile --variant {wildcards.variant} --dtype {wildcards.dtype} "
         "--device {wildcards.device} --batch {wildcards.batch} --seq-len {wildcards.seq_len} "
         "--input-size {wildcards.input_size} --hidden-size {wildcards.hidden_size} "
         "--phase forward backward step --threads {wildcards.threads} --seed {params.seed} "

@@ -17,7 +17,8 @@ from rnnopt.models.flops import Shape, flop_count, memory_model
 MIB = 2**20
 # Resident memory of a job before it computes, MiB: SLURM's MaxRSS of a job step (the
 # Snakemake process that runs the job on the node plus `python -m rnnopt` with numpy and torch
-# imported) was 400-510 MiB at the ci config's shapes; doubled.
+# imported; the 45 MiB parent of `rnnopt --isolate` came later) was 400-510 MiB at the ci
+# config's shapes; doubled.
 JOB_BASE_MEM_MB = 1000
 # torch.compile's compiler on top (inductor and its workers): job steps of compiled variants
 # reached 880 MiB at the ci config's shapes.

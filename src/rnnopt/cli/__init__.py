@@ -8,6 +8,8 @@ import os
 import sys
 from pathlib import Path
 
+from rnnopt.cli.common import Parser
+from rnnopt.cli.isolate import ISOLABLE, run_isolated
 from rnnopt.errors import UserError
 
 COMMANDS = (
@@ -27,13 +29,20 @@ COMMANDS = (
     "report",
     "compare",
     "export-pyperf",
+    "check-config",
 )
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+    parser = Parser(
         prog="rnnopt",
         description="Measure how RNN/LSTM implementations spend time and memory.",
+    )
+    parser.add_argument(
+        "--isolate",
+        action="store_true",
+        help="run the measurement in a child process and record it as oom/failed if the kernel "
+        f"kills it (commands: {', '.join(ISOLABLE)}; the workflow uses it)",
     )
     subparsers = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     for name in COMMANDS:
@@ -42,9 +51,14 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else list(argv)
     args = build_parser().parse_args(argv)
     try:
         check_output_folder(getattr(args, "out", None))
+        if args.isolate:
+            if args.command not in ISOLABLE:
+                raise UserError(f"--isolate: not for {args.command} (only {', '.join(ISOLABLE)})")
+            return run_isolated([word for word in argv if word != "--isolate"], args)
         return args.func(args) or 0
     except UserError as error:
         print(f"rnnopt {args.command}: error: {error}", file=sys.stderr)

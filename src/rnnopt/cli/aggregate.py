@@ -20,7 +20,7 @@ def register(subparsers) -> None:
 
 
 def add_aggregate_arguments(parser, results_flag: str = "--results") -> None:
-    parser.add_argument(results_flag, default="results", help="results root (default results)")
+    parser.add_argument(results_flag, default="results", help="results root")
     parser.add_argument("--metrics", help="metrics table (default RESULTS/metrics.parquet)")
     parser.add_argument("--csv", help="metrics as CSV (default RESULTS/metrics.csv)")
     parser.add_argument("--series", help="series table (default RESULTS/series.parquet)")

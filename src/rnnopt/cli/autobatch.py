@@ -13,6 +13,9 @@ status skipped and a one-line reason.
 from __future__ import annotations
 
 from rnnopt.cli.common import (
+    add_seed_argument,
+    add_shape_arguments,
+    add_threads_argument,
     add_timing_arguments,
     add_variant_arguments,
     apply_variant_threads,
@@ -36,14 +39,20 @@ def register(subparsers) -> None:
         description=__doc__,
     )
     add_variant_arguments(parser)
-    parser.add_argument("--seq-len", type=positive_int, required=True, metavar="T")
-    parser.add_argument("--input-size", type=positive_int, required=True, metavar="I")
-    parser.add_argument("--hidden-size", type=positive_int, required=True, metavar="H")
-    parser.add_argument("--phase", choices=PHASES, default="step")
-    parser.add_argument("--threads", type=positive_int, required=True, metavar="N")
-    parser.add_argument("--budget-mib", type=positive_float, required=True, metavar="MIB")
-    parser.add_argument("--max-batch", type=positive_int, default=1024, metavar="B")
-    parser.add_argument("--seed", type=int, default=0)
+    add_shape_arguments(parser, without=("batch",))  # the batch is what it searches
+    parser.add_argument("--phase", choices=PHASES, default="step", help="the phase measured")
+    add_threads_argument(parser)
+    parser.add_argument(
+        "--budget-mib",
+        type=positive_float,
+        required=True,
+        metavar="MIB",
+        help="the peak heap of one phase call must fit this, MiB",
+    )
+    parser.add_argument(
+        "--max-batch", type=positive_int, default=1024, metavar="B", help="largest batch tried"
+    )
+    add_seed_argument(parser)
     parser.add_argument("--out", required=True, metavar="FILE.json", help="record to write")
     add_timing_arguments(parser)
     parser.set_defaults(func=run)

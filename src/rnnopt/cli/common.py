@@ -78,11 +78,23 @@ def positive_float(text: str) -> float:
     return value
 
 
+def non_negative_float(text: str) -> float:
+    """argparse type: a finite number >= 0 (0 is off: momentum, weight decay)."""
+    if text.strip() in ("0", "0.0"):
+        return 0.0
+    try:
+        return positive_float(text)
+    except argparse.ArgumentTypeError:
+        raise argparse.ArgumentTypeError(f"expected a finite number >= 0, got {text!r}") from None
+
+
 def add_variant_arguments(parser: argparse.ArgumentParser) -> None:
     """--variant, --dtype, --device: which variant every per-variant command measures."""
     parser.add_argument("--variant", required=True, help="variant name (rnnopt.list_variants)")
-    parser.add_argument("--dtype", default="float32", choices=DTYPES)
-    parser.add_argument("--device", default="cpu", choices=DEVICES)
+    parser.add_argument(
+        "--dtype", default="float32", choices=DTYPES, help="dtype the variant computes in"
+    )
+    parser.add_argument("--device", default="cpu", choices=DEVICES, help="where it computes")
 
 
 def add_measurement_arguments(
@@ -93,15 +105,17 @@ def add_measurement_arguments(
     With `several_phases`, --phase takes one or more phases and --out is a path template
     with {phase} in it."""
     add_variant_arguments(parser)
-    parser.add_argument("--batch", type=positive_int, required=True, metavar="B")
-    parser.add_argument("--seq-len", type=positive_int, required=True, metavar="T")
-    parser.add_argument("--input-size", type=positive_int, required=True, metavar="I")
-    parser.add_argument("--hidden-size", type=positive_int, required=True, metavar="H")
+    add_shape_arguments(parser)
     parser.add_argument(
-        "--phase", choices=phases, required=True, nargs="+" if several_phases else None
+        "--phase",
+        choices=phases,
+        required=True,
+        nargs="+" if several_phases else None,
+        help="what one measured call is: forward, backward after an untimed forward, or a "
+        "whole training step" + (" (several: one record each)" if several_phases else ""),
     )
-    parser.add_argument("--threads", type=positive_int, required=True, metavar="N")
-    parser.add_argument("--seed", type=int, default=0)
+    add_threads_argument(parser)
+    add_seed_argument(parser)
     parser.add_argument(
         "--out",
         required=True,
@@ -204,9 +218,76 @@ def verdict_settings(args) -> tuple[float, float]:
 
 
 def add_timing_arguments(parser) -> None:
-    parser.add_argument("--min-time-s", type=positive_float, default=1.0)
-    parser.add_argument("--min-calls", type=positive_int, default=10)
-    parser.add_argument("--max-warmup-calls", type=positive_int, default=10)
+    parser.add_argument(
+        "--min-time-s", type=positive_float, default=1.0, help="timed seconds, at least"
+    )
+    parser.add_argument("--min-calls", type=positive_int, default=10, help="timed calls, at least")
+    parser.add_argument(
+        "--max-warmup-calls",
+        type=positive_int,
+        default=10,
+        help="untimed calls until the time is stable, at most (the record says if it was not)",
+    )
+
+
+def add_shape_arguments(parser, without: tuple[str, ...] = (), **defaults: int) -> None:
+    """--batch, --seq-len, --input-size, --hidden-size: the shape (B, T, I, H) computed at,
+    but for the flags `without` names; `defaults` (batch=..., seq_len=...) make those optional."""
+    flags = (
+        ("batch", "B", "sequences per call"),
+        ("seq-len", "T", "time steps per sequence"),
+        ("input-size", "I", "features of x_t"),
+        ("hidden-size", "H", "units of h_t"),
+    )
+    for flag, metavar, meaning in flags:
+        if flag in without:
+            continue
+        default = defaults.get(flag.replace("-", "_"))
+        parser.add_argument(
+            f"--{flag}",
+            type=positive_int,
+            required=default is None,
+            default=default,
+            metavar=metavar,
+            help=meaning,
+        )
+
+
+def add_threads_argument(parser, required: bool = True) -> None:
+    parser.add_argument(
+        "--threads",
+        type=positive_int,
+        required=required,
+        metavar="N",
+        help="torch and BLAS threads of the measuring process (at most its cores)",
+    )
+
+
+def add_seed_argument(parser) -> None:
+    parser.add_argument(
+        "--seed", type=int, default=0, help="seed of the float64 weights and inputs"
+    )
+
+
+class HelpFormatter(argparse.RawDescriptionHelpFormatter):
+    """Descriptions as written (the modules' docstrings); every optional flag's help ends with
+    its default unless the help already says it."""
+
+    def _get_help_string(self, action: argparse.Action) -> str:
+        text = action.help or ""
+        unset = action.default is None or action.default is False or action.default == []
+        unset = unset or action.default == argparse.SUPPRESS
+        if action.required or unset or "default" in text or not action.option_strings:
+            return text
+        return f"{text} (default: %(default)s)"
+
+
+class Parser(argparse.ArgumentParser):
+    """An ArgumentParser whose help shows defaults (its subcommands' parsers too)."""
+
+    def __init__(self, *args, **kwargs) -> None:
+        kwargs.setdefault("formatter_class", HelpFormatter)
+        super().__init__(*args, **kwargs)
 
 
 def output_paths(results: str, args) -> tuple[Path, Path, Path]:

@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import argparse
 
+from rnnopt.cli.common import positive_int
 from rnnopt.errors import UserError
+from rnnopt.records import one_line
 from rnnopt.train import data
 
 
@@ -14,9 +16,11 @@ def register(subparsers) -> None:
 
     make = actions.add_parser("make", help="generate a dataset and write PATH.npz + PATH.json")
     make.add_argument("--task", required=True, help=f"one of: {', '.join(data.TASKS)}")
-    make.add_argument("--n-sequences", type=int, required=True)
-    make.add_argument("--seq-len", type=int, required=True)
-    make.add_argument("--seed", type=int, default=0)
+    make.add_argument(
+        "--n-sequences", type=positive_int, required=True, help="sequences to generate"
+    )
+    make.add_argument("--seq-len", type=positive_int, required=True, help="time steps per sequence")
+    make.add_argument("--seed", type=int, default=0, help="same seed, same bytes")
     make.add_argument(
         "--variable-length",
         action="store_true",
@@ -48,15 +52,21 @@ def parse_params(pairs: list[str]) -> dict[str, str]:
 
 
 def run_make(args: argparse.Namespace) -> int:
-    dataset = data.generate(
-        args.task,
-        n_sequences=args.n_sequences,
-        seq_len=args.seq_len,
-        seed=args.seed,
-        variable_length=args.variable_length,
-        **parse_params(args.param),
-    )
-    path = data.save(dataset, args.out)
+    try:
+        dataset = data.generate(
+            args.task,
+            n_sequences=args.n_sequences,
+            seq_len=args.seq_len,
+            seed=args.seed,
+            variable_length=args.variable_length,
+            **parse_params(args.param),
+        )
+        path = data.save(dataset, args.out)
+    except MemoryError as error:
+        raise UserError(
+            f"--n-sequences {args.n_sequences} --seq-len {args.seq_len}: the dataset does not "
+            f"fit in memory ({one_line(error)})"
+        ) from None
     manifest = data.load(path).manifest
     print(f"wrote {path}: {summary(manifest)}, sha256 {manifest['sha256'][:16]}")
     return 0

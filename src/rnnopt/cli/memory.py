@@ -52,9 +52,7 @@ def register(subparsers) -> None:
         description=__doc__,
     )
     add_measurement_arguments(parser)
-    parser.add_argument(
-        "--calls", type=positive_int, default=3, help="calls after the first (default 3)"
-    )
+    parser.add_argument("--calls", type=positive_int, default=3, help="calls after the first")
     parser.add_argument(
         "--interval-s", type=positive_float, default=0.001, help="RSS sampling interval"
     )

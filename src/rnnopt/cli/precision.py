@@ -8,6 +8,8 @@ the error per step (series error_per_step), in one record of kind "precision".
 from __future__ import annotations
 
 from rnnopt.cli.common import (
+    add_seed_argument,
+    add_shape_arguments,
     add_variant_arguments,
     apply_variant_threads,
     check_variant_name,
@@ -27,15 +29,15 @@ def register(subparsers) -> None:
         description=__doc__,
     )
     add_variant_arguments(parser)
-    for flag, key in (
-        ("--batch", "batch"),
-        ("--seq-len", "seq_len"),
-        ("--input-size", "input_size"),
-        ("--hidden-size", "hidden_size"),
-    ):
-        parser.add_argument(flag, type=positive_int, default=DEFAULT_SHAPE[key])
-    parser.add_argument("--threads", type=positive_int, default=1, metavar="N")
-    parser.add_argument("--seed", type=int, default=0)
+    add_shape_arguments(parser, **DEFAULT_SHAPE)
+    parser.add_argument(
+        "--threads",
+        type=positive_int,
+        default=1,
+        metavar="N",
+        help="torch and BLAS threads of the measuring process (at most its cores)",
+    )
+    add_seed_argument(parser)
     parser.add_argument("--out", required=True, metavar="FILE.json", help="record to write")
     parser.set_defaults(func=run, phase=None)
 

@@ -8,7 +8,14 @@ variant does not offer writes a `skipped` record, an error inside the variant a 
 
 from __future__ import annotations
 
-from rnnopt.cli.common import config_of, positive_int, set_threads
+from rnnopt.cli.common import (
+    config_of,
+    fraction,
+    non_negative_float,
+    positive_float,
+    positive_int,
+    set_threads,
+)
 from rnnopt.errors import UserError
 from rnnopt.measure.harness import uses_torch
 from rnnopt.models.variants import get_variant, list_variants
@@ -31,29 +38,37 @@ def register(subparsers) -> None:
         metavar="VARIANT",
         help="registry name, e.g. numpy-lstm-fused (rnnopt verify lists them)",
     )
-    parser.add_argument("--dtype", default="float32", choices=DTYPES)
-    parser.add_argument("--device", default="cpu", choices=DEVICES)
-    parser.add_argument("--data", required=True, help="dataset .npz (with its .json manifest)")
-    parser.add_argument("--steps", type=int, required=True, help="optimiser steps")
-    parser.add_argument("--batch", type=int, required=True, help="sequences per micro-batch")
-    parser.add_argument("--hidden-size", type=int, required=True)
-    parser.add_argument("--optimizer", default="sgd", choices=("sgd", "adam"))
-    parser.add_argument("--lr", type=float, required=True, help="learning rate")
-    parser.add_argument("--momentum", type=float, default=0.0, help="sgd only")
-    parser.add_argument("--weight-decay", type=float, default=0.0, help="L2, as torch.optim")
-    parser.add_argument("--clip-norm", type=float, help="clip the global gradient norm to this")
     parser.add_argument(
-        "--accumulate", type=int, default=1, help="micro-batches per step (default 1)"
+        "--dtype", default="float32", choices=DTYPES, help="dtype the variant computes in"
+    )
+    parser.add_argument("--device", default="cpu", choices=DEVICES, help="where it computes")
+    parser.add_argument("--data", required=True, help="dataset .npz (with its .json manifest)")
+    parser.add_argument("--steps", type=positive_int, required=True, help="optimiser steps")
+    parser.add_argument(
+        "--batch", type=positive_int, required=True, help="sequences per micro-batch"
+    )
+    parser.add_argument("--hidden-size", type=positive_int, required=True, help="units of h_t")
+    parser.add_argument(
+        "--optimizer", default="sgd", choices=("sgd", "adam"), help="the update rule"
+    )
+    parser.add_argument("--lr", type=positive_float, required=True, help="learning rate")
+    parser.add_argument("--momentum", type=non_negative_float, default=0.0, help="sgd only")
+    parser.add_argument(
+        "--weight-decay", type=non_negative_float, default=0.0, help="L2, as torch.optim"
     )
     parser.add_argument(
+        "--clip-norm", type=positive_float, help="clip the global gradient norm to this"
+    )
+    parser.add_argument("--accumulate", type=positive_int, default=1, help="micro-batches per step")
+    parser.add_argument(
         "--holdout-fraction",
-        type=float,
+        type=fraction,
         default=0.2,
-        help="the last sequences of the dataset held out, never trained on (default 0.2)",
+        help="the last sequences of the dataset held out, never trained on",
     )
     parser.add_argument(
         "--eval-every",
-        type=int,
+        type=positive_int,
         default=50,
         help="steps between held-out evaluations (also before the first and after the last)",
     )

@@ -13,6 +13,7 @@ difference between the ways' losses says whether they agree (rnnopt.experiments.
 from __future__ import annotations
 
 from rnnopt.cli.common import (
+    add_threads_argument,
     add_variant_arguments,
     apply_variant_threads,
     check_variant_name,
@@ -38,17 +39,37 @@ def register(subparsers) -> None:
         description=__doc__,
     )
     add_variant_arguments(parser)
-    parser.add_argument("--task", default="sine", choices=data.TASKS)
-    parser.add_argument("--n-sequences", type=positive_int, required=True, metavar="N")
-    parser.add_argument("--seq-len", type=positive_int, required=True, metavar="T")
-    parser.add_argument("--min-length", type=positive_int, required=True, metavar="L")
-    parser.add_argument("--batch", type=positive_int, required=True, metavar="B")
-    parser.add_argument("--hidden-size", type=positive_int, required=True, metavar="H")
-    parser.add_argument("--epochs", type=positive_int, default=5)
-    parser.add_argument("--optimizer", choices=("sgd", "adam"), default="adam")
-    parser.add_argument("--lr", type=positive_float, default=0.01)
-    parser.add_argument("--threads", type=positive_int, required=True, metavar="N")
-    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument(
+        "--task", default="sine", choices=data.TASKS, help="synthetic task of the dataset"
+    )
+    parser.add_argument(
+        "--n-sequences", type=positive_int, required=True, metavar="N", help="sequences"
+    )
+    parser.add_argument(
+        "--seq-len", type=positive_int, required=True, metavar="T", help="longest length"
+    )
+    parser.add_argument(
+        "--min-length",
+        type=positive_int,
+        required=True,
+        metavar="L",
+        help="shortest length (lengths uniform in [L, T])",
+    )
+    parser.add_argument(
+        "--batch", type=positive_int, required=True, metavar="B", help="sequences per step"
+    )
+    parser.add_argument(
+        "--hidden-size", type=positive_int, required=True, metavar="H", help="units of h_t"
+    )
+    parser.add_argument(
+        "--epochs", type=positive_int, default=5, help="epochs per way (the first is warm-up)"
+    )
+    parser.add_argument(
+        "--optimizer", choices=("sgd", "adam"), default="adam", help="optimizer of the steps"
+    )
+    parser.add_argument("--lr", type=positive_float, default=0.01, help="learning rate")
+    add_threads_argument(parser)
+    parser.add_argument("--seed", type=int, default=0, help="seed of the dataset and weights")
     parser.add_argument("--out", required=True, metavar="FILE.json", help="record to write")
     parser.set_defaults(func=run)
 

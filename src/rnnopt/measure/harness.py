@@ -9,6 +9,7 @@ end the process with a traceback.
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable
 
 import numpy as np
@@ -76,6 +77,18 @@ def check_fits(cell: str, shape: Shape, dtype: str) -> None:
         )
 
 
+def check_cores(threads: int) -> None:
+    """UnavailableError (a skipped record) for more threads than this process may run on: an
+    oversubscribed measurement is not one of that many threads (`threads: [1000]` was timed
+    on 2 cores and called a 1000-thread figure)."""
+    cores = len(os.sched_getaffinity(0))
+    if threads > cores:
+        raise UnavailableError(
+            f"--threads {threads}: this process may run on {cores} cores (its CPU affinity); "
+            "more threads than cores would measure oversubscription"
+        )
+
+
 def runner_factory(args, lr: float = 1e-3):
     """(variant, make_runner) for the flags: make_runner() builds a fresh variant instance and
     runner on the same float64 inputs (variants cache workspaces on themselves, so a fresh
@@ -84,6 +97,7 @@ def runner_factory(args, lr: float = 1e-3):
     shape = shape_of(args)
     variant = guarded(get_variant, args.variant, dtype=args.dtype, device=args.device)
     guarded(check_fits, variant.cell, shape, args.dtype)
+    guarded(check_cores, args.threads)
     try:
         params, x, grad_y = make_inputs(variant.cell, shape, args.seed)
     except MemoryError as error:  # a shape too large for this host: oom, like the variant's
