@@ -155,6 +155,18 @@ def test_cache_verdict_rules():
     assert "cache sizes are unknown" in cache.cache_verdict(unknown)[1]
 
 
+def test_cache_verdict_beside_what_the_bandwidth_roofs_predict():
+    agreeing = sweep([20, 20, 10]).assign(attainable_gflops=[100.0, 100.0, 40.0])
+    result, verdict = cache.cache_verdict(agreeing)
+    assert result.endswith("the roofline predicts 0.40x")
+    assert verdict.startswith("supported") and verdict.endswith("the bandwidth roofs agree")
+    compute_bound = sweep([20, 20, 10]).assign(attainable_gflops=[100.0, 100.0, 100.0])
+    verdict = cache.cache_verdict(compute_bound)[1]
+    assert verdict.endswith("predict none: what limits these points is not DRAM bandwidth alone")
+    unmeasured = sweep([20, 20, 10]).assign(attainable_gflops=None)
+    assert "roofline" not in "".join(cache.cache_verdict(unmeasured))
+
+
 def test_gc_rule_is_the_collectors_share_of_the_timed_time():
     assert churn.gc_holds({"gc.share_on": 0.30})
     assert not churn.gc_holds({"gc.share_on": 0.005})

@@ -233,18 +233,19 @@ def test_published_gpu_figures_beside_the_cuda_run_at_the_same_shape(tmp_path):
 
 
 def test_roofline_ceilings_per_device():
-    from rnnopt.report.figures import ceilings
+    from rnnopt.report.roofline import gemm_ceilings
 
-    peaks = pd.DataFrame(
+    peak = pd.Series(
         {
-            "gemm_gflops.numpy.float32": [90.0],
-            "gemm_gflops.torch.float32": [95.0],
-            "gemm_gflops.cuda.float32": [50000.0],
-            "gemm_gflops.cuda.tfloat32": [350000.0],
+            "gemm_gflops.numpy.float32": 90.0,
+            "gemm_gflops.torch.float32": 95.0,
+            "gemm_gflops.cuda.float32": 50000.0,
+            "gemm_gflops.cuda.tfloat32": 350000.0,
         }
     )
-    assert ceilings(peaks) == {"float32": (95.0, "torch")}
-    assert ceilings(peaks, "cuda") == {"float32": (50000.0, "cuda"), "tfloat32": (350000.0, "cuda")}
+    assert gemm_ceilings(peak, "cpu") == {"float32": (95.0, "torch")}
+    cuda = {"float32": (50000.0, "cuda"), "tfloat32": (350000.0, "cuda")}
+    assert gemm_ceilings(peak, "cuda") == cuda
 
 
 def test_loss_curves_of_two_runs_drawn_per_run(tmp_path):

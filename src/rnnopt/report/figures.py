@@ -23,6 +23,13 @@ from rnnopt.report import wide  # noqa: E402
 from rnnopt.report.aggregate import SHAPE_KEYS  # noqa: E402
 from rnnopt.report.comparisons import Side  # noqa: E402
 from rnnopt.report.outcomes import pair_intervals  # noqa: E402
+from rnnopt.report.roofline import (  # noqa: E402
+    LEVEL_NAMES,
+    bandwidth_roofs,
+    gemm_ceilings,
+    peak_row_of,
+    roofline_points,
+)
 from rnnopt.report.verdicts import LEARNED_RATIO  # noqa: E402
 
 BASELINE = Side("numpy-*-naive", "float64")
@@ -296,52 +303,66 @@ def memory_timeline(f: Frames):
     return fig
 
 
-def ceilings(peaks: pd.DataFrame, device: str = "cpu") -> dict[str, tuple[float, str]]:
-    """dtype -> (best GFLOP/s of any library on `device`, that library) in peak records'
-    columns: the CPU's libraries (numpy, torch), or the GPU's own GEMM (cuda)."""
-    best: dict[str, tuple[float, str]] = {}
-    for column in [c for c in peaks.columns if c.startswith("gemm_gflops.")]:
-        _, library, dtype = column.split(".")
-        value = peaks[column].dropna()
-        on_device = (library == "cuda") == (device == "cuda")
-        if on_device and len(value) and value.iloc[0] > best.get(dtype, (0.0, ""))[0]:
-            best[dtype] = (float(value.iloc[0]), library)
-    return best
+# Shapes with at least this many variants profiled get a roofline panel: the anchor shapes,
+# not the sweeps' points (two variants, or one).
+ROOFLINE_MIN_VARIANTS = 3
 
 
 def roofline(f: Frames):
-    profile = f.profile.dropna(subset=["gflops", "flops"])
-    profile = profile[profile["threads"] == profile["threads"].min()] if len(profile) else profile
-    if profile.empty:
+    """Arithmetic intensity (analytic FLOPs / analytic bytes) against achieved GFLOP/s, one
+    panel per run, device and anchor shape, at the run's fewest threads: the GEMM ceiling per
+    dtype (flat) and the bandwidth roof per memory level (slanted), measured in that run."""
+    points = roofline_points(f.profile, f.peak) if len(f.profile) else f.profile
+    if points.empty:
         raise NoData("no ok profile records with gflops")
-    # One panel per run and device: a GPU's rows against the GPU's ceilings, the CPU's against
-    # the CPU's (the same run's CPU baselines of the GPU comparison included).
-    panels = sorted(profile.groupby(["run", "device"]).groups)
-    fig, axes = plt.subplots(1, len(panels), figsize=(8 * len(panels), 6), squeeze=False)
-    for ax, (run, device) in zip(axes[0], panels, strict=True):
-        d = profile[(profile["run"] == run) & (profile["device"] == device)]
-        sns.scatterplot(data=d, x="flops", y="gflops", hue="label", style="phase", ax=ax, s=40)
-        threads = int(d["threads"].iloc[0])
-        peaks = f.peak[(f.peak["run"] == run) & (f.peak["threads"] == threads)]
-        for dtype, (value, library) in ceilings(peaks, device).items():
-            ax.axhline(value, linestyle="--", linewidth=1, color="grey")
-            ax.annotate(
-                f"{dtype} ceiling ({library})",
-                (1, value),
-                xycoords=("axes fraction", "data"),
-                ha="right",
-                va="bottom",
-                fontsize=7,
-            )
+    points = points[points["threads"] == points.groupby("run")["threads"].transform("min")]
+    points = points.assign(shape=[wide.shape_text(r) for _, r in points.iterrows()])
+    variants = points.groupby(["run", "device", "shape"])["variant"].transform("nunique")
+    points = points[variants >= ROOFLINE_MIN_VARIANTS]
+    if points.empty:
+        raise NoData(f"no shape with {ROOFLINE_MIN_VARIANTS} or more variants profiled")
+    panels = sorted(points.groupby(["run", "device", "shape"]).groups)
+    fig, axes = plt.subplots(1, len(panels), figsize=(7 * len(panels), 6), squeeze=False)
+    for ax, (run, device, shape) in zip(axes[0], panels, strict=True):
+        d = points[
+            (points["run"] == run) & (points["device"] == device) & (points["shape"] == shape)
+        ]
+        sns.scatterplot(data=d, x="intensity", y="gflops", hue="label", style="phase", ax=ax, s=45)
+        threads = d["threads"].iloc[0]
+        _draw_roofs(ax, peak_row_of(f.peak, run, threads), device, d)
         ax.set_xscale("log")
         ax.set_yscale("log")
-        ax.set_xlabel("FLOPs per call (analytic, log scale)")
-        ax.set_ylabel("achieved GFLOP/s (log scale)")
+        ax.set_xlabel("arithmetic intensity, FLOP per byte of modelled traffic (log)")
+        ax.set_ylabel("achieved GFLOP/s (log)")
         where = "GPU" if device == "cuda" else f"{threads} thread{'s' if threads > 1 else ''}"
-        ax.set_title(f"{run}: {where}")
-        ax.legend(fontsize=6, ncol=2)
-    fig.suptitle("Achieved GFLOP/s vs the host's GEMM ceiling per dtype (dashed: best library)")
+        ax.set_title(f"{run}: {shape}, {where}", fontsize=10)
+        ax.legend(fontsize=6, ncol=2, loc="lower right")
+    fig.suptitle(
+        "Roofline: GEMM ceiling per dtype (flat, best library) and bandwidth per memory level "
+        "(slanted, best kernel), measured on this host"
+    )
     return fig
+
+
+def _draw_roofs(ax, peak_row, device: str, points: pd.DataFrame) -> None:
+    if peak_row is None:
+        ax.text(0.02, 0.98, "no peak record: roofs not drawn", transform=ax.transAxes, va="top")
+        return
+    ceilings = {dtype: value for dtype, (value, _) in gemm_ceilings(peak_row, device).items()}
+    dtypes = [dtype for dtype in ceilings if dtype in set(points["dtype"])] or list(ceilings)
+    low = min(points["intensity"].min(), 0.1) / 2
+    high = max(points["intensity"].max(), 100) * 2
+    top = max((ceilings[dtype] for dtype in dtypes), default=points["gflops"].max())
+    for dtype in dtypes:
+        ax.plot([low, high], [ceilings[dtype]] * 2, "--", color="grey", linewidth=1)
+        ax.annotate(f"{dtype} GEMM ceiling", (high, ceilings[dtype]), ha="right", va="bottom",
+                    fontsize=7, color="grey")  # fmt: skip
+    for level, gbs in bandwidth_roofs(peak_row, device).items():
+        knee = top / gbs  # where this roof meets the highest ceiling
+        ax.plot([low, knee], [gbs * low, top], ":", linewidth=1, color="tab:blue")
+        ax.annotate(f"{LEVEL_NAMES.get(level, level)} {gbs:.0f} GB/s", (low, gbs * low),
+                    fontsize=7, color="tab:blue", rotation=30, va="bottom")  # fmt: skip
+    ax.set_xlim(low, high)
 
 
 FIGURES = {

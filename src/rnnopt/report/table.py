@@ -9,6 +9,7 @@ from rnnopt.report import wide
 from rnnopt.report.comparisons import COMPARISONS, Comparison
 from rnnopt.report.intervals import CONFIDENCE, THRESHOLD
 from rnnopt.report.outcomes import Outcome, RunData, measure
+from rnnopt.report.roofline import bound_text, roofline_points
 from rnnopt.report.verdicts import per_shape, single_verdict, verdict, verdict_category
 from rnnopt.report.wide import NONE, runs
 
@@ -223,14 +224,17 @@ def variants_numbers(metrics: pd.DataFrame) -> pd.DataFrame:
     """Every profiled job (its processes combined, rnnopt.report.wide.collapse_processes), as
     numbers: time_ms (geometric mean of the process medians), the lowest and highest process
     median, the median in-process IQR, tokens/s, GFLOP/s, fraction of the host's GEMM ceiling,
-    compile time, GEMM / elementwise split, CUDA kernels, noisy, verified, and a warning where
-    the timer cross-check disagreed at that shape."""
+    arithmetic intensity and the roof that binds the row with the share of it reached
+    (rnnopt.report.roofline), compile time, GEMM / elementwise split, CUDA kernels, noisy,
+    verified, and a warning where the timer cross-check disagreed at that shape."""
     profile = wide.records(metrics, "profile")
     failed = wide.failed_verification(metrics)
     warnings = timer_warnings(metrics)
+    placed = roofline_points(profile, wide.records(metrics, "peak"))
     rows = []
-    for _, r in profile.iterrows():
+    for index, r in profile.iterrows():
         medians = [m for m in r["process_medians"] if pd.notna(m)]
+        roof = placed.loc[index] if index in placed.index else {}
         rows.append(
             {
                 **_described(r),
@@ -246,6 +250,9 @@ def variants_numbers(metrics: pd.DataFrame) -> pd.DataFrame:
                 "tokens_per_s": r.get("tokens_per_s"),
                 "gflops": r.get("gflops"),
                 "peak_fraction": r.get("peak_fraction"),
+                "intensity": roof.get("intensity"),
+                "bound_by": roof.get("bound_by"),
+                "roof_fraction": roof.get("roof_fraction"),
                 "compile_s": r.get("compile_s"),
                 "gemm_ms": r.get("split.gemm_ms"),
                 "elementwise_ms": r.get("split.elementwise_ms"),
@@ -273,6 +280,8 @@ def variants_table(metrics: pd.DataFrame) -> pd.DataFrame:
             "tokens/s": _number(r["tokens_per_s"], ",.0f"),
             "GFLOP/s": _number(r["gflops"], ".2f"),
             "% of peak": _peak_percent(r),
+            "FLOP/byte": _number(r["intensity"], ".3g"),
+            "bound by": bound_text(r["bound_by"], r["roof_fraction"]),
             "compile s": _number(r["compile_s"], ".1f"),
             "GEMM ms / elementwise ms": _split(r),
             "CUDA kernels (step)": _cuda_kernels(r),
@@ -319,7 +328,7 @@ def _time(r) -> str:
 
 
 TIMER_METRICS = ("time_ms.median", "blocked_median_ms", "ratio", "ratio_per_call", "tail", "agrees")
-PEAK_PREFIXES = ("gemm_gflops.", "theoretical_gflops.float")
+PEAK_PREFIXES = ("gemm_gflops.", "theoretical_gflops.float", "bandwidth_gbs.")
 
 
 def checks_table(metrics: pd.DataFrame) -> pd.DataFrame:

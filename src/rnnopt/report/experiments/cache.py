@@ -13,6 +13,7 @@ import seaborn as sns  # noqa: E402
 
 from rnnopt.report import wide  # noqa: E402
 from rnnopt.report.experiments.rows import first_run, format_bytes, missing_row, number, ok_records  # noqa: E402
+from rnnopt.report.roofline import roofline_points  # noqa: E402
 from rnnopt.report.verdicts import (  # noqa: E402
     CACHE_DROP,
     MIN_SWEEP_POINTS,
@@ -54,8 +55,22 @@ def _level(row) -> str | None:
     return "beyond L3"
 
 
+def predicted_ratio(points: pd.DataFrame, beyond, inside) -> float | None:
+    """What the roofline predicts for best beyond L3 / best inside: the attainable GFLOP/s
+    (rnnopt.report.roofline) of the points that were best on either side; None when the run
+    has no bandwidth figures."""
+    if "attainable_gflops" not in points:
+        return None
+    attainable = points["attainable_gflops"]
+    low, high = attainable.get(beyond.idxmax()), attainable.get(inside.idxmax())
+    if low is None or high is None or pd.isna(low) or pd.isna(high):
+        return None
+    return float(low) / float(high)
+
+
 def cache_verdict(points: pd.DataFrame) -> tuple[str, str]:
-    """(result, verdict) of one sweep (one run, variant, dtype, phase, threads)."""
+    """(result, verdict) of one sweep (one run, variant, dtype, phase, threads), beside what
+    the bandwidth roofs predict where the run measured them."""
     cells = [
         f"H={int(r.hidden_size)} ({format_bytes(r.w_hh_bytes)}, {r.level or '?'}) {r.gflops:.1f}"
         for r in points.itertuples()
@@ -70,14 +85,28 @@ def cache_verdict(points: pd.DataFrame) -> tuple[str, str]:
         return result, f"not measured here: no hidden size with W_hh {where} L3"
     ratio = beyond.max() / inside.max()
     result += f"; best beyond L3 / best inside {ratio:.2f}x"
+    predicted = predicted_ratio(points, beyond, inside)
+    if predicted is not None:
+        result += f"; the roofline predicts {predicted:.2f}x"
     if ratio < CACHE_DROP:
-        return result, f"supported: a drop at the L3 boundary ({ratio:.2f}x < {CACHE_DROP})"
-    return result, f"not supported: no drop at the L3 boundary ({ratio:.2f}x >= {CACHE_DROP})"
+        verdict = f"supported: a drop at the L3 boundary ({ratio:.2f}x < {CACHE_DROP})"
+    else:
+        verdict = f"not supported: no drop at the L3 boundary ({ratio:.2f}x >= {CACHE_DROP})"
+    if predicted is not None:
+        drop_predicted = predicted < CACHE_DROP
+        verdict += (
+            "; the bandwidth roofs agree" if drop_predicted == (ratio < CACHE_DROP)
+            else "; the bandwidth roofs predict " + ("a drop" if drop_predicted else "none")
+            + ": what limits these points is not DRAM bandwidth alone"
+        )  # fmt: skip
+    return result, verdict
 
 
 def cache_rows(metrics: pd.DataFrame, run: str) -> list[dict]:
     points = cache_points(metrics)
     points = points[points["run"] == run]
+    if not points.empty:
+        points = roofline_points(points, wide.records(metrics, "peak"))
     rows = []
     for (variant, dtype, phase, threads), group in points.groupby(
         ["variant", "dtype", "phase", "threads"], sort=True
