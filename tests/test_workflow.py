@@ -110,6 +110,31 @@ def test_every_profile_job_runs_in_its_entrys_processes():
     }
 
 
+def test_an_entry_may_set_its_own_timed_calls():
+    shape = {"batch": 1, "seq_len": 5, "input_size": 3, "hidden_size": 2}
+    entries = [
+        {"variants": ["numpy-lstm-naive", "numpy-lstm-fused"], "shapes": [shape]},
+        {"variants": ["numpy-lstm-fused"], "shapes": [shape], "min_calls": 4},
+        {"variants": ["numpy-lstm-fused"], "shapes": [shape], "min_calls": 3},  # the fewest
+    ]
+    config = config_check.check({"profile": entries})
+    wanted = {
+        dict(job)["variant"]: calls for job, calls in config_check.profile_min_calls(config).items()
+    }
+    assert wanted == {"numpy-lstm-fused": 3}  # the naive job keeps timing.min_calls
+    with pytest.raises(UserError, match=r"profile\[0\].min_calls: 2 is less than"):
+        config_check.check({"profile": [{"variants": ["numpy-lstm-naive"], "min_calls": 2}]})
+
+
+def test_the_default_run_times_three_calls_at_the_fastrnns_shape(workdir):
+    dry = snakemake(workdir, "-n", "-p", "--cores", "2")
+    assert dry.returncode == 0, dry.stderr
+    profile = [line for line in dry.stdout.splitlines() if "rnnopt --isolate profile" in line]
+    fastrnns = [line for line in profile if "--batch 64 --seq-len 100" in line]
+    assert fastrnns and all("--min-calls 3 " in line for line in fastrnns)
+    assert all("--min-calls 5 " in line for line in profile if line not in fastrnns)
+
+
 def test_a_later_train_entry_sets_the_steps_of_its_runs():
     entries = [
         {"variants": ["numpy-rnn-*"], "tasks": ["sine"]},

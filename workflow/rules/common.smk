@@ -67,6 +67,10 @@ NATIVE_ONLY = {
     tuple(str(job[key]) for key in PROFILE_JOB_KEYS)
     for job in config_check.native_only_jobs(config["profile"])
 }
+MIN_CALLS = {
+    tuple(str(dict(job)[key]) for key in PROFILE_JOB_KEYS): calls
+    for job, calls in config_check.profile_min_calls(config).items()
+}
 MEMORY_JOBS = config_check.measure_jobs(config["memory"])
 PROFILED_THREADS = [{"threads": n} for n in config_check.profiled_threads(config)]
 CHURN_JOBS = [
@@ -131,10 +135,13 @@ def compile_caches(wildcards) -> str:
 
 
 def timing_flags(wildcards) -> str:
-    """The timing protocol's budget of every profile job, from config["timing"]."""
+    """The timing protocol's budget of a profile job, from config["timing"]; min_calls from
+    the job's entry where it sets its own."""
     timing = config["timing"]
+    key = tuple(str(getattr(wildcards, name)) for name in PROFILE_JOB_KEYS)
+    min_calls = MIN_CALLS.get(key, timing["min_calls"])
     return (
-        f"--min-time-s {timing['min_time_s']} --min-calls {timing['min_calls']} "
+        f"--min-time-s {timing['min_time_s']} --min-calls {min_calls} "
         f"--max-warmup-calls {timing['max_warmup_calls']}"
     )
 

@@ -52,13 +52,15 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else list(argv)
+    if argv[:1] == ["--isolate"] and argv[1:2] and argv[1] in ISOLABLE:
+        # The child parses and checks the flags; the parser is built here only to write the
+        # records of a killed child (a timing job waits for this process to start).
+        return run_isolated(argv[1:], lambda: build_parser().parse_args(argv))
     args = build_parser().parse_args(argv)
     try:
         check_output_folder(getattr(args, "out", None))
         if args.isolate:
-            if args.command not in ISOLABLE:
-                raise UserError(f"--isolate: not for {args.command} (only {', '.join(ISOLABLE)})")
-            return run_isolated([word for word in argv if word != "--isolate"], args)
+            raise UserError(f"--isolate: not for {args.command} (only {', '.join(ISOLABLE)})")
         return args.func(args) or 0
     except UserError as error:
         print(f"rnnopt {args.command}: error: {error}", file=sys.stderr)

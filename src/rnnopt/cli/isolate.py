@@ -3,10 +3,11 @@
 The kernel's out-of-memory killer ends a process with SIGKILL, which Python cannot catch: the
 job would die without its record and Snakemake would stop the whole run. Isolated, the command
 runs in a child process while this one waits (no CPU taken from the measurement, about 45 MiB
-of its own); when the child dies of a signal, this process writes the records the child owed,
-status `oom` (SIGKILL: the OOM killer's signal) or `failed`, and exits 0, so the rest of the
-pipeline goes on. An interrupt of the whole run (SIGINT, SIGTERM to the process group) reaches
-this process too and ends it without a record: an interrupted run is resumed, not recorded.
+of its own; it parses the flags only when the child was killed). When the child dies of a
+signal, this process writes the records the child owed, status `oom` (SIGKILL: the OOM
+killer's signal) or `failed`, and exits 0, so the rest of the pipeline goes on. An interrupt
+of the whole run (SIGINT, SIGTERM to the process group) reaches this process too and ends it
+without a record: an interrupted run is resumed, not recorded.
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ import argparse
 import signal
 import subprocess
 import sys
+from collections.abc import Callable
 
 from rnnopt.cli.common import write_measurement
 
@@ -22,12 +24,13 @@ from rnnopt.cli.common import write_measurement
 ISOLABLE = ("profile", "memory", "churn", "precision", "timer-check")
 
 
-def run_isolated(argv: list[str], args: argparse.Namespace) -> int:
+def run_isolated(argv: list[str], parse: Callable[[], argparse.Namespace]) -> int:
     """Run `rnnopt` on argv (without --isolate) in a child; its exit status, or 0 with the
-    owed records written when a signal killed it."""
+    owed records written (the flags from `parse()`) when a signal killed it."""
     child = subprocess.run([sys.executable, "-m", "rnnopt", *argv], check=False)
     if child.returncode >= 0:
         return child.returncode
+    args = parse()
     status, reason = killed_reason(-child.returncode)
     for one in owed_records(args):
         write_measurement(args.command, one, status=status, reason=reason, **extra_fields(args))

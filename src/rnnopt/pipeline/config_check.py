@@ -297,6 +297,19 @@ def profile_processes(config: dict, cores: int | None = None) -> list[dict]:
     return [dict(key) | {"process": p} for key, n in repeats.items() for p in range(n)]
 
 
+def profile_min_calls(config: dict, cores: int | None = None) -> dict[tuple, int]:
+    """Job (as a tuple of its items) -> timed calls at least, for the jobs of entries that set
+    their own `min_calls`; the fewest where two entries ask for one job differently."""
+    wanted: dict[tuple, int] = {}
+    for entry in config["profile"]:
+        if entry.get("min_calls") is None:
+            continue
+        for job in profile_jobs([entry], cores):
+            key = tuple(job.items())
+            wanted[key] = min(wanted.get(key, entry["min_calls"]), entry["min_calls"])
+    return wanted
+
+
 def native_only_jobs(entries: list[dict], cores: int | None = None) -> list[dict]:
     """The profile jobs of the entries marked native_only (rnnopt profile --native-only)."""
     return profile_jobs([entry for entry in entries if entry.get("native_only")], cores)
