@@ -338,3 +338,29 @@ def test_a_process_timed_in_a_slow_spell_is_left_out(tmp_path):
     assert rows.loc["numpy-lstm-batched", "disturbed"] == 0
     variants = table.variants_table(metrics).set_index("variant")
     assert "1 slow spell left out" in variants.loc["numpy-lstm-fused", "time ms (process range)"]
+
+
+def test_a_process_counts_in_speedups_by_its_fast_calls(tmp_path):
+    """A slow spell over most of one process's timing loop doubles its median but not the
+    10th percentile of its calls, which is what speedups use (docs/intervals.md); records
+    without their calls (older runs) count by their median."""
+    import json
+
+    from rnnopt.report import wide
+    from tests.test_aggregate import Results
+
+    results = Results(tmp_path / "results")
+    results.profile(CPU_RUN, "numpy-lstm-fused", "float32", 2.0, processes=(1.0, 1.0, 2.0))
+    results.profile(CPU_RUN, "numpy-lstm-batched", "float32", 3.0, processes=(1.0, 1.0, 1.0))
+    for path in (tmp_path / "results").rglob("*numpy-lstm-fused*/**/step-*.json"):
+        record = json.loads(path.read_text())
+        spell = record["process"] == 2
+        record["metrics"]["samples_ms"] = [2.0] * 40 + [4.0 if spell else 2.0] * 60
+        path.write_text(json.dumps(record))
+    metrics, _ = collect(tmp_path / "results")
+    rows = wide.records(metrics, "profile").set_index("variant")
+    fused = rows.loc["numpy-lstm-fused"]
+    assert fused["process_medians"] == (2.0, 2.0, 4.0)
+    assert fused["process_times"] == (2.0, 2.0, 2.0)
+    assert fused["time_ms.q10"] == pytest.approx(2.0)
+    assert rows.loc["numpy-lstm-batched", "process_times"] == (3.0, 3.0, 3.0)  # no calls kept

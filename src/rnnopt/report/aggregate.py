@@ -15,6 +15,7 @@ import math
 import os
 from pathlib import Path
 
+import numpy as np
 import pandas as pd
 
 from rnnopt.errors import UserError
@@ -195,7 +196,7 @@ def collect(results: str | os.PathLike) -> tuple[pd.DataFrame, pd.DataFrame]:
         columns = describe(record, relative)
         source = relative.as_posix()
         check_one_machine(hardware, columns["run"], record, str(path))
-        flat = flatten(record.get("metrics") or {})
+        flat = flatten(record.get("metrics") or {}) | fast_time(record)
         if not flat:
             metric_rows.append(columns | {"metric": None, "value": math.nan, "source": source})
         metric_rows += [
@@ -204,6 +205,21 @@ def collect(results: str | os.PathLike) -> tuple[pd.DataFrame, pd.DataFrame]:
         ]
         series_rows += _series_rows(record, columns, source)
     return _frame(metric_rows, METRIC_COLUMNS), _frame(series_rows, SERIES_COLUMNS)
+
+
+# The quantile of a profile process's calls that summarises it in speedups (docs/intervals.md):
+# a slow spell of the host adds time to the calls it hits, so the fast calls of a process are
+# the code's own cost; the median moves with the share of calls a spell hits.
+FAST_QUANTILE = 10
+
+
+def fast_time(record: dict) -> dict[str, float]:
+    """{"time_ms.q10": the FAST_QUANTILE-th percentile of the calls} of a profile record that
+    kept its timed calls (metrics.samples_ms); {} otherwise."""
+    samples = (record.get("metrics") or {}).get("samples_ms")
+    if record.get("kind") != "profile" or not isinstance(samples, list) or not samples:
+        return {}
+    return {f"time_ms.q{FAST_QUANTILE}": float(np.percentile(samples, FAST_QUANTILE))}
 
 
 def _frame(rows: list[dict], columns: tuple[str, ...]) -> pd.DataFrame:

@@ -31,7 +31,7 @@ from rnnopt.report.intervals import (
     geometric_mean,
     ratio_interval,
 )
-from rnnopt.report.wide import NONE, label, records, shape_text, undisturbed
+from rnnopt.report.wide import NONE, label, process_time, records, shape_text, undisturbed
 
 KEY = ("variant", "dtype", "device", "phase", *SHAPE_KEYS, "threads")
 TIME, PEAK = "time", "peak_mib"  # the metrics --fail-on takes
@@ -108,11 +108,16 @@ def _by_key(rows: pd.DataFrame, metric: str) -> dict[tuple, list[float]]:
     }
 
 
+def _processes(metrics: pd.DataFrame, kind: str) -> pd.DataFrame:
+    """One row per undisturbed record of `kind`; profile rows with their `process_time`
+    (rnnopt.report.wide.process_time: what the comparison table's speedups use too)."""
+    rows = undisturbed(records(metrics, kind, per_process=True))
+    return rows.assign(process_time=process_time(rows)) if kind == "profile" else rows
+
+
 def _sides(a: pd.DataFrame, b: pd.DataFrame, kind: str, metric: str):
     """(rows of both, rows of A only, rows of B only): {key: (A values, B values)}."""
-    a_values, b_values = (
-        _by_key(undisturbed(records(side, kind, per_process=True)), metric) for side in (a, b)
-    )
+    a_values, b_values = (_by_key(_processes(side, kind), metric) for side in (a, b))
     both = {key: (a_values[key], b_values[key]) for key in a_values if key in b_values}
     return both, len(a_values) - len(both), len(b_values) - len(both)
 
@@ -127,7 +132,7 @@ def _row(key: tuple, a: float, b: float, ratio: Interval, change: str, regressio
 
 
 def time_rows(both: dict, threshold: float, confidence: float) -> pd.DataFrame:
-    """Per row: the time ratio B/A of the process medians, its interval and its change."""
+    """Per row: the time ratio B/A of the process times, its interval and its change."""
     rows = []
     for key, (a_ms, b_ms) in both.items():
         ratio = ratio_interval(b_ms, a_ms, confidence)
@@ -179,7 +184,7 @@ def compare(
 ) -> Comparison:
     """B against A (result sets as run_folder takes them)."""
     metrics_a, metrics_b = load_run(a, run), load_run(b, run)
-    times, only_a, only_b = _sides(metrics_a, metrics_b, "profile", "time_ms.median")
+    times, only_a, only_b = _sides(metrics_a, metrics_b, "profile", "process_time")
     peaks, _, _ = _sides(metrics_a, metrics_b, "memory", PEAK)
     verdicts = verdict_rows(
         *(

@@ -103,7 +103,7 @@ def speedup(f: Frames):
         raise NoData("no ok profile records of numpy-*-naive float64 (the baseline)")
     keys = ["run", "cell", "phase", *SHAPE_KEYS, "threads"]
     data = profile.merge(
-        base[[*keys, "time_ms.median", "process_medians"]], on=keys, suffixes=("_c", "_b")
+        base[[*keys, "time_ms.median", "process_times"]], on=keys, suffixes=("_c", "_b")
     )
     data = _most_common(data, SHAPE_KEYS)
     data = pd.concat([data, pair_intervals(data)], axis=1)

@@ -84,11 +84,12 @@ def _col(frame: pd.DataFrame, name: str) -> pd.Series:
 
 
 def pair_intervals(matched: pd.DataFrame, confidence: float = CONFIDENCE) -> pd.DataFrame:
-    """Per pair: ratio = baseline time / candidate time (geometric means of process medians),
+    """Per pair: ratio = baseline time / candidate time (geometric means of the processes'
+    times, rnnopt.report.wide.PROCESS_TIME),
     its interval low-high over processes (NaN with one process a side) and `processes`, the
     fewer processes of the two sides (rnnopt.report.intervals)."""
     rows = []
-    for base, cand in zip(matched["process_medians_b"], matched["process_medians_c"], strict=True):
+    for base, cand in zip(matched["process_times_b"], matched["process_times_c"], strict=True):
         interval = ratio_interval(base, cand, confidence)
         if interval is None:
             rows.append((math.nan, math.nan, math.nan, 0))
@@ -104,7 +105,7 @@ def pair_intervals(matched: pd.DataFrame, confidence: float = CONFIDENCE) -> pd.
 def speedup(matched: pd.DataFrame, confidence: float = CONFIDENCE) -> Interval | None:
     """The pairs' geometric-mean speedup and the union of their intervals (none when a pair
     has no interval: one process)."""
-    if matched.empty or "process_medians_c" not in matched:
+    if matched.empty or "process_times_c" not in matched:
         return None
     intervals = pair_intervals(matched, confidence)
     good = intervals[np.isfinite(intervals["ratio"]) & (intervals["ratio"] > 0)]

@@ -10,6 +10,7 @@ from rnnopt.report.aggregate import RECORD_COLUMNS, SHAPE_KEYS
 # Metrics the tables and figures read: always present as columns (NaN where not measured).
 USED_METRICS = (
     "time_ms.median",
+    "time_ms.q10",
     "time_ms.iqr",
     "time_ms.min",
     "time_ms.n",
@@ -39,6 +40,9 @@ USED_METRICS = (
     "cudnn_persistent",
 )
 NONE = "-"  # a table cell with nothing measured
+# What a profile process contributes to a speedup: the 10th percentile of its calls
+# (rnnopt.report.aggregate.fast_time; docs/intervals.md says why not the median).
+PROCESS_TIME = "time_ms.q10"
 DTYPE_SHORT = {
     "float64": "f64",
     "float32": "f32",
@@ -52,6 +56,7 @@ DTYPE_SHORT = {
 # ratio intervals.ratio_interval estimates); every other metric as the median.
 GEOMETRIC_METRICS = (
     "time_ms.median",
+    "time_ms.q10",
     "gflops",
     "tokens_per_s",
     "peak_fraction",
@@ -98,13 +103,16 @@ def undisturbed(frame: pd.DataFrame) -> pd.DataFrame:
 def collapse_processes(frame: pd.DataFrame) -> pd.DataFrame:
     """One row per job from the rows of its processes (profile records of one configuration
     timed in R processes): the ok processes' metrics combined (GEOMETRIC_METRICS as geometric
-    means, others as medians), `processes` (how many were ok) and `process_medians` (their
-    time_ms.median, in process order: what speedup intervals rest on), leaving out disturbed
-    processes (undisturbed). A job with no ok process keeps its first process's row, status
-    and reason."""
+    means, others as medians), `processes` (how many were ok), `process_medians` (their
+    time_ms.median, in process order) and `process_times` (their PROCESS_TIME: what speedup
+    intervals rest on), leaving out disturbed processes (undisturbed). A job with no ok
+    process keeps its first process's row, status and reason."""
     frame = undisturbed(frame)
     if frame.empty:
-        return frame.assign(processes=pd.Series(dtype=int), process_medians=pd.Series(dtype=object))
+        empty = pd.Series(dtype=object)
+        return frame.assign(
+            processes=pd.Series(dtype=int), process_medians=empty, process_times=empty
+        )
     keys = [c for c in RECORD_COLUMNS if c not in PER_PROCESS]
     job = ["|".join(map(str, row)) for row in frame[keys].itertuples(index=False)]
     frame = frame.assign(_job=job).sort_values(["_job", "process"], kind="stable")
@@ -119,15 +127,25 @@ def collapse_processes(frame: pd.DataFrame) -> pd.DataFrame:
     combined[geometric] = np.exp(logs.groupby(ok["_job"]).mean())
     combined["processes"] = ok.groupby("_job").size()
     combined["process_medians"] = ok.groupby("_job")["time_ms.median"].agg(tuple)
+    combined["process_times"] = process_time(ok).groupby(ok["_job"]).agg(tuple)
     first_ok = ok.drop_duplicates("_job").set_index("_job")
     without_ok = frame[~frame["_job"].isin(ok["_job"])].drop_duplicates("_job").set_index("_job")
     described = first_ok[[c for c in frame.columns if c not in numeric and c != "_job"]]
     rows = described.join(combined)
-    failed = without_ok.assign(processes=0, process_medians=[()] * len(without_ok))
+    failed = without_ok.assign(
+        processes=0, process_medians=[()] * len(without_ok), process_times=[()] * len(without_ok)
+    )
     result = pd.concat([rows, failed]) if len(failed) else rows
     return result.sort_values("source", kind="stable").reset_index(drop=True)[
-        [*frame.columns.drop("_job"), "processes", "process_medians"]
+        [*frame.columns.drop("_job"), "processes", "process_medians", "process_times"]
     ]
+
+
+def process_time(rows: pd.DataFrame) -> pd.Series:
+    """Each profile process's time as speedups use it: PROCESS_TIME, the median of its calls
+    where a record kept no calls (older runs)."""
+    fast = rows[PROCESS_TIME] if PROCESS_TIME in rows else pd.Series(np.nan, index=rows.index)
+    return fast.fillna(rows["time_ms.median"])
 
 
 def records(metrics: pd.DataFrame, kind: str, per_process: bool = False) -> pd.DataFrame:
