@@ -34,6 +34,8 @@ TECHNIQUES = {
     "nn": ["library-kernels"],
     "jit": ["torchscript"],
     "compile": ["torch-compile"],
+    "seq": ["hoisted-input-projection"],
+    "scan": ["hoisted-input-projection", "parallel-scan"],
 }
 ANCHOR = {"batch": 16, "seq_len": 20, "input_size": 32, "hidden_size": 64}
 

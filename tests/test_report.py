@@ -364,3 +364,58 @@ def test_a_process_counts_in_speedups_by_its_fast_calls(tmp_path):
     assert fused["process_times"] == (2.0, 2.0, 2.0)
     assert fused["time_ms.q10"] == pytest.approx(2.0)
     assert rows.loc["numpy-lstm-batched", "process_times"] == (3.0, 3.0, 3.0)  # no calls kept
+
+
+def test_scan_section_pairs_loop_and_scan_per_length_beside_nn_lstm(tmp_path):
+    """The S7 table: per T, the loop's and the scan's step time, the scan's speedup, nn.LSTM
+    at the same sizes and the memray peak ratio; the paper's rows after ours; the S7
+    comparison row judges each T apart; the figure draws the sweep."""
+    from rnnopt.report.experiments import scan
+    from tests.test_aggregate import Results
+
+    results = Results(tmp_path / "results")
+    sizes = {"batch": 16, "input_size": 32, "hidden_size": 64}
+    for seq_len, loop_ms, scan_ms in ((64, 2.0, 8.0), (512, 16.0, 4.0)):
+        at = sizes | {"seq_len": seq_len}
+        results.profile(CPU_RUN, "numpy-mingru-seq", "float32", loop_ms, **at)
+        results.profile(CPU_RUN, "numpy-mingru-scan", "float32", scan_ms, **at)
+        results.profile(CPU_RUN, "torch-lstm-nn", "float32", 10.0, processes=(1.0,), **at)
+        results.memory(CPU_RUN, "numpy-mingru-seq", "float32", 1.0, **at)
+        results.memory(CPU_RUN, "numpy-mingru-scan", "float32", 3.0, **at)
+    metrics, _ = collect(tmp_path / "results")
+    frame = scan.table(metrics)
+    ours = frame[frame["run"] == CPU_RUN].set_index("T")
+    assert list(ours.index) == [64, 512]
+    assert ours.loc[64, "scan vs loop"] == "0.25x" and ours.loc[512, "scan vs loop"] == "4.00x"
+    assert ours.loc[512, "nn.LSTM ms"] == "10" and ours.loc[512, "scan vs nn.LSTM"] == "2.50x"
+    assert set(ours["scan peak / loop peak"]) == {"3.00x"}
+    assert list(frame["run"])[2:] == [scan.PUBLISHED] * len(scan.PUBLISHED_SPEEDUPS)
+
+    numbers = table.comparison_numbers(metrics)
+    row = numbers[numbers["optimisation"] == "parallel scan (minGRU, minLSTM; NumPy)"]
+    by_shape = row.set_index("shape")["speedup"]
+    assert by_shape["B16 T64 I32 H64"] == pytest.approx(0.25, rel=0.02)
+    assert by_shape["B16 T512 I32 H64"] == pytest.approx(4.0, rel=0.02)
+    assert row.set_index("shape").loc["all", "verdict"].startswith("depends on the shape")
+
+    drawn = scan.draw(metrics, tmp_path / "figures")
+    assert drawn == {"scan_vs_seq_len": ""}
+    assert scan.training_table(metrics).empty
+    assert matplotlib.image.imread(tmp_path / "figures" / "scan_vs_seq_len.png").shape[0] > 100
+
+
+def test_scan_training_rows_beside_nn_lstm(tmp_path):
+    from rnnopt.report.experiments import scan
+    from tests.test_aggregate import Results
+
+    results = Results(tmp_path / "results")
+    results.train(CPU_RUN, "base", "torch-lstm-nn", 0.01)
+    results.train(CPU_RUN, "base", "numpy-mingru-scan", 0.02)
+    results.train(CPU_RUN, "base", "numpy-minlstm-scan", 0.1)
+    results.train(CPU_RUN, "base", "numpy-minlstm-seq", 0.02, steps=10)  # no nn.LSTM at 10
+    metrics, _ = collect(tmp_path / "results")
+    rows = scan.training_table(metrics).set_index("variant")
+    assert list(rows.loc["numpy-mingru-scan", ["learned", "vs nn.LSTM"]]) == ["yes", "2.00x"]
+    assert rows.loc["numpy-mingru-scan", "of predict-the-mean"] == f"{0.02 / 0.17:.1%}"
+    assert rows.loc["numpy-minlstm-scan", "learned"] == "no"  # 59% of predict-the-mean
+    assert rows.loc["numpy-minlstm-seq", "vs nn.LSTM"] == "-"

@@ -99,6 +99,16 @@ rule report:
             caption="../report/varlen.rst",
             category="Figures",
         ),
+        scan=report(
+            "results/report/tables/scan.csv",
+            caption="../report/scan.rst",
+            category="Tables",
+        ),
+        scan_vs_seq_len=report(
+            "results/report/figures/scan_vs_seq_len.png",
+            caption="../report/scan_vs_seq_len.rst",
+            category="Figures",
+        ),
     log:
         "results/logs/report.log",
     params:

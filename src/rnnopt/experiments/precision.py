@@ -11,7 +11,7 @@ from __future__ import annotations
 import numpy as np
 
 from rnnopt.models import reference
-from rnnopt.models.verify import GRAD_NAMES, max_rel_error, problem
+from rnnopt.models.verify import grad_names, max_rel_error, problem
 
 DEFAULT_SHAPE = {"batch": 4, "seq_len": 1000, "input_size": 32, "hidden_size": 64}
 
@@ -37,12 +37,14 @@ def long_sequence_errors(variant, shape: dict | None = None, seed: int = 0) -> t
     """
     shape = shape or DEFAULT_SHAPE
     params, x, grad_y = problem(variant.cell, seed, shape)
-    expected = reference.forward(params, x)
+    expected = reference.forward(params, x, variant.cell)
     y = variant.forward(params, x)
     per_step = error_per_step(y, expected)
-    expected_grads = reference.vjp(params, x, grad_y)
+    expected_grads = reference.vjp(params, x, grad_y, variant.cell)
     grads = variant.vjp(params, x, grad_y)
-    grad_errors = {name: max_rel_error(grads[name], expected_grads[name]) for name in GRAD_NAMES}
+    grad_errors = {
+        name: max_rel_error(grads[name], expected_grads[name]) for name in grad_names(variant.cell)
+    }
     metrics = {
         "output": {
             "max_abs_error": float(per_step.max()),

@@ -23,6 +23,19 @@ Backward (BPTT), per call: the four GEMMs dX = dZ W_ih, dW_ih = dZ^T X, dH = dZ 
     The backward phase of the harness times backward alone (its forward runs untimed).
 Step = forward + backward + SGD update p -= lr*g (2 FLOPs per parameter: 2*P).
 
+Scan cells (minGRU G = 2, minLSTM G = 3; rnnopt.models.reference): no recurrent GEMM, so
+P = G*H*I + G*H, forward GEMM 2*T*B*G*H*I, backward GEMMs (dX, dW_ih) twice that.
+Elementwise, per hidden unit per step, of the sequential maths:
+                 minGRU  forward 8: bias adds 2, sigmoid, g, 1 - z, z*h~, a*h + b 2;
+                         backward 13: dh 1, carry 1, da 1, dz 2, dk_z 3, dk_h 3, bias sums 2
+                 minLSTM forward 12: bias adds 3, sigmoids 2, g, f + i, divide, 1 - f',
+                         i'*h~, a*h + b 2;
+                         backward 19: dh 1, carry 1, da 1, common 4, dk_f 3, dk_i 3,
+                         dk_h 3, bias sums 3
+    The log-space scan computes the same function with more elementwise work (softplus,
+    logaddexp, exp; numpy_scan); the count is the function's, so the scan's extra work
+    shows as fewer GFLOP/s, not more FLOPs.
+
 Memory: `memory_model` below.
 """
 
@@ -30,14 +43,14 @@ from __future__ import annotations
 
 from dataclasses import asdict, dataclass
 
-from rnnopt.models.params import gate_count
+from rnnopt.models.params import SCAN_CELLS, gate_count
 
 PHASES = ("forward", "backward", "step")
-ELEMENTWISE_FORWARD = {"lstm": 21, "rnn": 4}
-ELEMENTWISE_BACKWARD = {"lstm": 27, "rnn": 5}
+ELEMENTWISE_FORWARD = {"lstm": 21, "rnn": 4, "mingru": 8, "minlstm": 12}
+ELEMENTWISE_BACKWARD = {"lstm": 27, "rnn": 5, "mingru": 13, "minlstm": 19}
 # Values backward needs per hidden unit per step: LSTM gates i, f, g, o and c (h is y);
-# RNN h only (y itself).
-SAVED_PER_UNIT = {"lstm": 5, "rnn": 0}
+# RNN h only (y itself); a scan cell its G logits.
+SAVED_PER_UNIT = {"lstm": 5, "rnn": 0, "mingru": 2, "minlstm": 3}
 DTYPE_BYTES = {"float64": 8, "float32": 4, "tfloat32": 4, "bfloat16": 2, "float16": 2}
 
 
@@ -61,10 +74,17 @@ class Shape:
         return self.batch * self.seq_len
 
 
+def recurrent_size(cell: str, hidden_size: int) -> int:
+    """Columns of W_hh: H for the recurrent cells, 0 for the scan cells (no W_hh)."""
+    return 0 if cell in SCAN_CELLS else hidden_size
+
+
 def param_count(cell: str, input_size: int, hidden_size: int) -> int:
-    """P = G*H*(I + H) + 2*G*H: weight_ih, weight_hh, bias_ih, bias_hh."""
+    """P = G*H*(I + H) + 2*G*H: weight_ih, weight_hh, bias_ih, bias_hh; a scan cell
+    G*H*I + G*H (weight_ih, bias_ih)."""
     rows = gate_count(cell) * hidden_size
-    return rows * (input_size + hidden_size) + 2 * rows
+    biases = 1 if cell in SCAN_CELLS else 2
+    return rows * (input_size + recurrent_size(cell, hidden_size)) + biases * rows
 
 
 def flop_count(cell: str, shape: Shape, phase: str) -> dict:
@@ -72,7 +92,7 @@ def flop_count(cell: str, shape: Shape, phase: str) -> dict:
     if phase not in PHASES:
         raise ValueError(f"unknown phase {phase!r}; choose from {', '.join(PHASES)}")
     T, B, I, H = shape.seq_len, shape.batch, shape.input_size, shape.hidden_size
-    forward_gemm = 2 * T * B * gate_count(cell) * H * (I + H)
+    forward_gemm = 2 * T * B * gate_count(cell) * H * (I + recurrent_size(cell, H))
     forward_elementwise = T * B * H * ELEMENTWISE_FORWARD[cell]
     backward_gemm = 2 * forward_gemm
     backward_elementwise = T * B * H * ELEMENTWISE_BACKWARD[cell]

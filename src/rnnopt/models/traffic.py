@@ -26,17 +26,30 @@ backward reads the saved activations and grad_y, writes dZ once and reads it twi
 and dW GEMMs), reads x, writes dx and carries dh (dc) per step; the step adds the SGD update
 (read p and g, write p: 3*P). Which memory level serves the traffic is the smallest that holds
 the working set of a step (`step_working_set`): the weights plus a step's gates and states.
+
+Scan cells have no W_hh (W_hh = 0 elements above) and read W_ih once. The log-space scan
+(kind "scan") adds its passes over (B, T, H) arrays: forward about 4 (log a, log b, the
+prefix sum, the cumulative logaddexp and exp), each read and written: 8*T*B*H; backward the
+reversed scan once per sign of grad_y: 16*T*B*H.
 """
 
 from __future__ import annotations
 
-from rnnopt.models.flops import DTYPE_BYTES, PHASES, SAVED_PER_UNIT, Shape, param_count
+from rnnopt.models.flops import (
+    DTYPE_BYTES,
+    PHASES,
+    SAVED_PER_UNIT,
+    Shape,
+    param_count,
+    recurrent_size,
+)
 from rnnopt.models.params import gate_count
 
 SEQUENCE_LOOPS = ("naive", "inplace")
 PER_STEP_WEIGHTS = ("batched", "tape")
 PER_STEP_WEIGHT_GRADIENTS = ("cell", "jit", "compile")
-STATES = {"lstm": 2, "rnn": 1}  # h and c, or h
+STATES = {"lstm": 2, "rnn": 1, "mingru": 1, "minlstm": 1}  # h and c, or h
+SCAN_PASSES = {"forward": 8, "backward": 16}  # (B, T, H) arrays read + written by the scan
 
 
 def weight_reads(kind: str, shape: Shape, w_ih: int, w_hh: int) -> int:
@@ -69,12 +82,13 @@ def traffic_bytes(kind: str, cell: str, shape: Shape, dtype: str, phase: str) ->
     s = DTYPE_BYTES[dtype]
     T, B, I, H = shape.seq_len, shape.batch, shape.input_size, shape.hidden_size
     G = gate_count(cell)
-    w_ih, w_hh = G * H * I, G * H * H
+    w_ih, w_hh = G * H * I, G * H * recurrent_size(cell, H)
     states = 2 * STATES[cell] * T * B * H  # read the previous, write the next, each step
+    scan = SCAN_PASSES if kind == "scan" else {"forward": 0, "backward": 0}
     forward = {
         "weights": weight_reads(kind, shape, w_ih, w_hh),
         "gradients": 0,
-        "activations": T * B * I + 2 * T * B * G * H + states,
+        "activations": T * B * I + 2 * T * B * G * H + states + scan["forward"] * T * B * H,
         "update": 0,
     }
     backward = {
@@ -83,7 +97,8 @@ def traffic_bytes(kind: str, cell: str, shape: Shape, dtype: str, phase: str) ->
         "activations": (SAVED_PER_UNIT[cell] + 1) * T * B * H  # saved values and grad_y
         + 3 * T * B * G * H  # dZ written once, read by the dX and dW GEMMs
         + 2 * T * B * I  # x read for dW_ih, dx written
-        + states,
+        + states
+        + scan["backward"] * T * B * H,
         "update": 0,
     }
     if phase == "forward":

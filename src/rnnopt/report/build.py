@@ -18,7 +18,7 @@ from rnnopt.report import (
     table,
 )
 from rnnopt.report.comparisons import COMPARISONS
-from rnnopt.report.experiments import batching, memory
+from rnnopt.report.experiments import batching, memory, scan
 from rnnopt.report.figures import FIGURES, draw_all
 from rnnopt.report.intervals import CONFIDENCE, THRESHOLD
 from rnnopt.report.verdicts import (
@@ -150,6 +150,8 @@ def sections(
         ),
         Section("GPU against published figures", published.ABOUT, tables["published"]),
         Section("Batching experiments", batching.ABOUT, tables["batching"]),
+        Section("New architectures: parallel scan", scan.ABOUT, tables["scan"]),
+        Section("New architectures: training", scan.TRAINING_ABOUT, tables["scan_training"]),
         Section(
             "Cache, GC and precision experiments",
             memory.ABOUT,
@@ -230,6 +232,8 @@ def build(
         "checks": table.checks_table(metrics),
         "published": published.table(metrics),
         "batching": batching.table(metrics, series),
+        "scan": scan.table(metrics),
+        "scan_training": scan.training_table(metrics),
     }
     tables["cache_gc_precision"] = memory.table(metrics)
     tables.update(memory.point_tables(metrics))
@@ -245,7 +249,9 @@ def build(
     figures.update(memory.draw(metrics, series, out / "figures"))
     paths.update({name: out / "figures" / f"{name}.png" for name in memory.FIGURES})
     figures.update(batching.draw(metrics, series, out / "figures"))
-    paths.update({name: out / "figures" / f"{name}.png" for name in (*FIGURES, *batching.FIGURES)})
+    figures.update(scan.draw(metrics, out / "figures"))
+    drawn = (*FIGURES, *batching.FIGURES, *scan.FIGURES)
+    paths.update({name: out / "figures" / f"{name}.png" for name in drawn})
     parts = sections(metrics, tables, threshold, confidence)
     paths["markdown"] = out / "comparison.md"
     paths["markdown"].write_text(markdown(parts, figures))

@@ -190,6 +190,27 @@ COMPARISONS: tuple[Comparison, ...] = (
         Side("torch-*-cell", F32, CUDA),
     ),
     Comparison(
+        "parallel scan (minGRU, minLSTM; NumPy)",
+        ("S7",),
+        Side("numpy-min*-scan", F32, CPU),
+        Side("numpy-min*-seq", F32, CPU),
+        about="guide section 7, new architectures: gates from x_t alone, so all T steps are "
+        "one log-space scan (cumsum, logaddexp.accumulate) instead of a loop; per T",
+    ),
+    Comparison(
+        "parallel scan (minGRU, minLSTM; PyTorch)",
+        ("S7",),
+        Side("torch-min*-scan", F32, CPU),
+        Side("torch-min*-seq", F32, CPU),
+        about="torch.logcumsumexp over time against an eager loop of T addcmul; per T",
+    ),
+    Comparison(
+        "parallel scan on the GPU (minGRU, minLSTM)",
+        ("S7", "C9"),
+        Side("torch-min*-scan", F32, CUDA),
+        Side("torch-min*-seq", F32, CUDA),
+    ),
+    Comparison(
         "gradient clipping",
         ("C7",),
         Side(setting="clip-on"),

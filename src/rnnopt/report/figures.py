@@ -257,7 +257,9 @@ def loss_curves(f: Frames):
     right.set_title("held-out loss (split never trained on)")
     left.get_legend().remove()
     right.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1))
-    fig.suptitle(f"Every variant trained on task {task!r}: same initial weights, same batches")
+    fig.suptitle(
+        f"Every variant trained on task {task!r}: same batches, one set of initial weights per cell"
+    )
     return fig
 
 

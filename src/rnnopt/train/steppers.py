@@ -13,7 +13,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from rnnopt.models.params import PARAM_NAMES
+from rnnopt.models.params import param_names
 from rnnopt.train.heads import HEAD_NAMES, HeadLoss
 from rnnopt.train.optim import clip_grad_norm, global_norm, make_optimizer
 
@@ -35,7 +35,7 @@ class NumpyStepper:
     def __init__(self, variant, layer, head, loss: HeadLoss, optimizer: str, hyper: dict, clip):
         self.variant, self.loss, self.clip_norm = variant, loss, clip
         self.params = {**variant.cast_params(layer), **{n: variant.cast(head[n]) for n in head}}
-        self.layer = {name: self.params[name] for name in PARAM_NAMES}
+        self.layer = {name: self.params[name] for name in param_names(variant.cell)}
         self.head = {name: self.params[name] for name in HEAD_NAMES}
         self.grads = {name: np.zeros_like(p) for name, p in self.params.items()}
         self.optimizer = make_optimizer(optimizer, self.params, **hyper)

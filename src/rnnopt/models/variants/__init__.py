@@ -1,4 +1,5 @@
-"""The one registry of variants. Adding a variant = one module + one line in KINDS."""
+"""The one registry of variants. Adding a variant = one module + one line in KINDS (a kind of
+the recurrent cells) or SCAN_KINDS (a kind of the scan cells)."""
 
 from __future__ import annotations
 
@@ -6,9 +7,10 @@ import glob
 import importlib
 
 from rnnopt.errors import UnavailableError, UserError
+from rnnopt.models.params import RECURRENT_CELLS, SCAN_CELLS
 from rnnopt.models.variants.base import DEVICES, DTYPES, Variant
 
-CELLS = ("rnn", "lstm")
+CELLS = RECURRENT_CELLS
 # (framework, kind) -> (module, class); every kind exists for both cells.
 KINDS = {
     ("numpy", "naive"): ("rnnopt.models.variants.numpy_naive", "NumpyNaive"),
@@ -22,15 +24,24 @@ KINDS = {
     ("torch", "jit"): ("rnnopt.models.variants.torch_jit", "TorchJit"),
     ("torch", "compile"): ("rnnopt.models.variants.torch_compile", "TorchCompile"),
 }
+# minGRU / minLSTM (guide section 7, new architectures): the sequential recurrence and the
+# log-space parallel scan; every kind exists for both scan cells.
+SCAN_KINDS = {
+    ("numpy", "seq"): ("rnnopt.models.variants.numpy_scan", "NumpyScanSeq"),
+    ("numpy", "scan"): ("rnnopt.models.variants.numpy_scan", "NumpyScanParallel"),
+    ("torch", "seq"): ("rnnopt.models.variants.torch_scan", "TorchScanSeq"),
+    ("torch", "scan"): ("rnnopt.models.variants.torch_scan", "TorchScanParallel"),
+}
 _NAMES = {
     f"{framework}-{cell}-{kind}": (framework, cell, kind)
-    for (framework, kind) in KINDS
-    for cell in CELLS
+    for kinds, cells in ((KINDS, CELLS), (SCAN_KINDS, SCAN_CELLS))
+    for (framework, kind) in kinds
+    for cell in cells
 }
 
 
 def list_variants() -> list[str]:
-    """Every variant name, numpy ladder first, then torch."""
+    """Every variant name: the numpy ladder, then torch, then the scan cells."""
     return list(_NAMES)
 
 
@@ -42,8 +53,8 @@ def name_parts(name: str) -> tuple[str, str, str]:
 
 
 def variant_class(name: str) -> type[Variant]:
-    framework, _, kind = name_parts(name)
-    module, cls = KINDS[(framework, kind)]
+    framework, cell, kind = name_parts(name)
+    module, cls = (SCAN_KINDS if cell in SCAN_CELLS else KINDS)[(framework, kind)]
     return getattr(importlib.import_module(module), cls)
 
 

@@ -1,7 +1,7 @@
 """The variant contract (docs/layout.md, README "Python API"): what every variant is and offers.
 
-A variant is one implementation of one recurrent layer (tanh RNN or LSTM) at one dtype and
-device. At the boundary everything is numpy: `forward(params, x) -> y` and
+A variant is one implementation of one recurrent layer (tanh RNN, LSTM, minGRU or minLSTM) at
+one dtype and device. At the boundary everything is numpy: `forward(params, x) -> y` and
 `vjp(params, x, grad_y) -> grads`, with params the float64 dict of `rnnopt.init_params`.
 `runner(...)` prepares native buffers once, so timing measures the computation alone.
 
@@ -16,7 +16,7 @@ from typing import ClassVar
 
 import numpy as np
 
-from rnnopt.models.params import PARAM_NAMES, gate_count
+from rnnopt.models.params import gate_count, param_names
 
 DTYPES = ("float64", "float32", "tfloat32", "bfloat16", "float16")
 DEVICES = ("cpu", "cuda")
@@ -130,7 +130,7 @@ class NumpyVariant(Variant):
         return np.ascontiguousarray(array, dtype=self.np_dtype)
 
     def cast_params(self, params: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
-        return {name: self.cast(params[name]) for name in PARAM_NAMES}
+        return {name: self.cast(params[name]) for name in param_names(self.cell)}
 
     def forward_train(self, p, x):
         raise NotImplementedError
@@ -169,7 +169,7 @@ class NumpyRunner(Runner):
         self._grads = self.variant.backward(self.p, self._cache, self.grad_y)
 
     def update(self):
-        for name in PARAM_NAMES:
+        for name in param_names(self.variant.cell):
             grad = self._grads[name]
             grad *= self.lr  # in place: the update allocates nothing
             self.p[name] -= grad

@@ -16,7 +16,7 @@ import contextlib
 import numpy as np
 import torch
 
-from rnnopt.models.params import PARAM_NAMES
+from rnnopt.models.params import PARAM_NAMES, hidden_size_of
 from rnnopt.models.variants.base import Runner, Variant
 
 TORCH_DTYPES = {
@@ -77,7 +77,7 @@ class TorchVariant(Variant):
 
     def module(self, params: dict[str, np.ndarray]) -> torch.nn.Module:
         """The layer on this variant's device, loaded with `params`."""
-        input_size, hidden_size = params["weight_ih"].shape[1], params["weight_hh"].shape[1]
+        input_size, hidden_size = params["weight_ih"].shape[1], hidden_size_of(self.cell, params)
         set_fp32_precision(self.dtype == "tfloat32")
         module = self.make_module(input_size, hidden_size).to(self.device, self.weight_dtype)
         module_params = dict(module.named_parameters())
