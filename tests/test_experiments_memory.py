@@ -155,6 +155,26 @@ def test_cache_verdict_rules():
     assert "cache sizes are unknown" in cache.cache_verdict(unknown)[1]
 
 
+def test_cache_verdict_rests_on_the_interval_over_processes():
+    """With each point's processes, the ratio of the best points gets an interval, and a ratio
+    whose interval crosses the 0.70 drop is inconclusive, not a verdict that the next run may
+    flip (0.72x in one fresh run, 0.70x in the next, on one host)."""
+
+    def with_processes(beyond_times):
+        frame = sweep([20, 21, 13.6])  # the best inside: H=512, whose processes spread
+        frame["flops"] = [2e7, 2e7, 2e7]
+        frame["process_times"] = [(1.0, 1.0, 1.0), (1.0, 1.02, 0.98), beyond_times]
+        return frame
+
+    tight = cache.cache_verdict(with_processes((1.47, 1.47, 1.47)))
+    assert tight[0].endswith("best inside 0.68x (0.65-0.71)")
+    assert tight[1].startswith("inconclusive")  # 0.71 > 0.70: the interval crosses
+    tighter = cache.cache_verdict(with_processes((1.6, 1.6, 1.6)))
+    assert tighter[0].endswith("(0.59-0.66)") and tighter[1].startswith("supported")
+    wide_spread = cache.cache_verdict(with_processes((1.25, 1.47, 1.7)))
+    assert wide_spread[1].startswith("inconclusive: ") and "crosses the 0.7" in wide_spread[1]
+
+
 def test_cache_verdict_beside_what_the_bandwidth_roofs_predict():
     agreeing = sweep([20, 20, 10]).assign(attainable_gflops=[100.0, 100.0, 40.0])
     result, verdict = cache.cache_verdict(agreeing)

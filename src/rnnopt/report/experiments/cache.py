@@ -13,6 +13,7 @@ import seaborn as sns  # noqa: E402
 
 from rnnopt.report import wide  # noqa: E402
 from rnnopt.report.experiments.rows import first_run, format_bytes, missing_row, number, ok_records  # noqa: E402
+from rnnopt.report.intervals import Interval, ratio_interval  # noqa: E402
 from rnnopt.report.roofline import roofline_points  # noqa: E402
 from rnnopt.report.verdicts import (  # noqa: E402
     CACHE_DROP,
@@ -68,6 +69,22 @@ def predicted_ratio(points: pd.DataFrame, beyond, inside) -> float | None:
     return float(low) / float(high)
 
 
+def ratio_of_best(points: pd.DataFrame, beyond, inside) -> Interval | None:
+    """GFLOP/s of the best point beyond L3 over the best inside, with the interval over their
+    processes (rnnopt.report.intervals: each process's FLOPs / its time); None where the
+    records do not keep their processes' times."""
+    if "process_times" not in points or "flops" not in points:
+        return None
+    sides = []
+    for index in (beyond, inside):
+        times = points.at[index, "process_times"]
+        flops = points.at[index, "flops"]
+        if not isinstance(times, tuple) or not times or pd.isna(flops):
+            return None
+        sides.append([float(flops) / (t / 1e3) / 1e9 for t in times])
+    return ratio_interval(*sides)
+
+
 def cache_verdict(points: pd.DataFrame) -> tuple[str, str]:
     """(result, verdict) of one sweep (one run, variant, dtype, phase, threads), beside what
     the bandwidth roofs predict where the run measured them."""
@@ -83,15 +100,23 @@ def cache_verdict(points: pd.DataFrame) -> tuple[str, str]:
     if inside.empty or beyond.empty:
         where = "beyond" if beyond.empty else "inside"
         return result, f"not measured here: no hidden size with W_hh {where} L3"
-    ratio = beyond.max() / inside.max()
-    result += f"; best beyond L3 / best inside {ratio:.2f}x"
+    interval = ratio_of_best(points, beyond.idxmax(), inside.idxmax())
+    ratio = interval.median if interval is not None else beyond.max() / inside.max()
+    shown = str(interval) if interval is not None else f"{ratio:.2f}x"
+    result += f"; best beyond L3 / best inside {shown}"
     predicted = predicted_ratio(points, beyond, inside)
     if predicted is not None:
         result += f"; the roofline predicts {predicted:.2f}x"
-    if ratio < CACHE_DROP:
-        verdict = f"supported: a drop at the L3 boundary ({ratio:.2f}x < {CACHE_DROP})"
+    if interval is not None and interval.has_interval:
+        low, high = interval.low, interval.high
+    else:  # records without their processes' times (older runs): the point alone
+        low = high = ratio
+    if high < CACHE_DROP:
+        verdict = f"supported: a drop at the L3 boundary ({shown} < {CACHE_DROP})"
+    elif low >= CACHE_DROP:
+        verdict = f"not supported: no drop at the L3 boundary ({shown} >= {CACHE_DROP})"
     else:
-        verdict = f"not supported: no drop at the L3 boundary ({ratio:.2f}x >= {CACHE_DROP})"
+        verdict = f"inconclusive: {shown} crosses the {CACHE_DROP} that makes a drop"
     if predicted is not None:
         drop_predicted = predicted < CACHE_DROP
         verdict += (
