@@ -44,6 +44,28 @@ def small_problem(cell: str, batch=3, seq_len=5, input_size=4, hidden_size=6, se
     return params, x, grad_y
 
 
+def assert_finite_differences(forward, params, x, grad_y, grads, indices, eps=1e-6):
+    """Each gradient in `grads` (every param and "x") against central differences of
+    sum(forward(params, x) * grad_y), at the entries `indices(shape)` picks."""
+
+    def objective(p, x_):
+        return float(np.sum(forward(p, x_) * grad_y))
+
+    for name in [*params, "x"]:
+        base = x if name == "x" else params[name]
+        for index in indices(base.shape):
+            plus, minus = base.copy(), base.copy()
+            plus[index] += eps
+            minus[index] -= eps
+            if name == "x":
+                numeric = (objective(params, plus) - objective(params, minus)) / (2 * eps)
+            else:
+                numeric = (
+                    objective({**params, name: plus}, x) - objective({**params, name: minus}, x)
+                ) / (2 * eps)
+            assert abs(numeric - grads[name][index]) < 1e-7 * max(1.0, abs(numeric)), (name, index)
+
+
 def max_rel_error(actual: np.ndarray, expected: np.ndarray) -> float:
     """max |a - e| / max |e|: relative to the array's scale, robust to entries near zero."""
     scale = max(float(np.max(np.abs(expected))), 1e-300)

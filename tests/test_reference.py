@@ -4,7 +4,7 @@ import numpy as np
 import torch
 
 from rnnopt.models import reference
-from tests.conftest import max_rel_error, small_problem
+from tests.conftest import assert_finite_differences, max_rel_error, small_problem
 
 
 def torch_autograd(cell, params, x, grad_y):
@@ -34,22 +34,9 @@ def test_reference_matches_torch_autograd(cell):
 def test_reference_gradients_match_finite_differences(cell):
     params, x, grad_y = small_problem(cell, batch=2, seq_len=3, input_size=2, hidden_size=3)
     grads = reference.vjp(params, x, grad_y)
-
-    def objective(p, x_):
-        return float(np.sum(reference.forward(p, x_) * grad_y))
-
-    eps = 1e-6
     rng = np.random.default_rng(0)
-    for name in [*params, "x"]:
-        base = x if name == "x" else params[name]
-        for index in map(tuple, rng.integers(0, base.shape, size=(4, base.ndim))):
-            plus, minus = base.copy(), base.copy()
-            plus[index] += eps
-            minus[index] -= eps
-            if name == "x":
-                numeric = (objective(params, plus) - objective(params, minus)) / (2 * eps)
-            else:
-                numeric = (
-                    objective({**params, name: plus}, x) - objective({**params, name: minus}, x)
-                ) / (2 * eps)
-            assert abs(numeric - grads[name][index]) < 1e-7 * max(1.0, abs(numeric)), (name, index)
+
+    def four_entries(shape):
+        return map(tuple, rng.integers(0, shape, size=(4, len(shape))))
+
+    assert_finite_differences(reference.forward, params, x, grad_y, grads, four_entries)
