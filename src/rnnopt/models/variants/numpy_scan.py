@@ -14,7 +14,7 @@ only) and share the backward from (da, db) to the weights; they differ in the re
       dh_t = sum_{s>=t} exp(A_s - A_t) * grad_y_s,
   on the positive and the negative part of grad_y apart (a log needs a positive value).
   Both scans subtract numbers of size |A_t| ~ T, so their relative rounding grows about
-  linearly with T (rnnopt verify reports it; tests/test_scan_cells.py bounds it).
+  linearly with T (the precision experiment reports it; tests/test_scan_cells.py bounds it).
 """
 
 from __future__ import annotations

@@ -8,16 +8,16 @@ from pathlib import Path
 
 import matplotlib.pyplot as plt
 import matplotlib.ticker
-import numpy as np
 import pandas as pd
 import seaborn as sns
 
+from rnnopt.models.params import SCAN_CELLS
 from rnnopt.report import wide
 from rnnopt.report.figures import NoData, _plain_log, save_figures
+from rnnopt.report.intervals import geometric_mean
 from rnnopt.report.verdicts import LEARNED_RATIO
 from rnnopt.report.wide import NONE
 
-SCAN_CELLS = ("mingru", "minlstm")
 LSTM = "torch-lstm-nn"
 SIZES = ("batch", "input_size", "hidden_size")
 ABOUT = (
@@ -25,9 +25,10 @@ ABOUT = (
     "All We Needed?') compute their gates from x_t alone, so h_t = a_t h_{t-1} + b_t is one "
     "log-space parallel scan over time (Heinsen 2023) instead of T dependent steps. Per "
     "sequence length T, float32, one training step (forward, backward, SGD update) on the "
-    "fewest threads: the loop's and the scan's time (median over processes of each "
-    "process's 10th-percentile call), the scan's speedup, nn.LSTM at the same sizes and its "
-    "time over the scan's, and the scan's peak heap over the loop's (memray, when measured). "
+    "fewest threads: the loop's and the scan's time (geometric mean over processes of each "
+    "process's 10th-percentile call, as the speedups), the scan's speedup, nn.LSTM at the "
+    "same sizes and its time over the scan's, and the scan's peak heap over the loop's "
+    "(memray, when measured). "
     "The verdict per T is the comparison table's row 'parallel scan'. The paper's rows are "
     "its published T4 GPU figures (B=64, against the sequential GRU and LSTM): a scale, not "
     "a verdict."
@@ -48,10 +49,10 @@ COLUMNS = (
 
 
 def _time(row) -> float:
-    """Median over processes of each process's 10th-percentile call (the speedups' figure)."""
+    """The geometric mean of the processes' times, as the speedups divide them."""
     times = row.get("process_times")
     if isinstance(times, tuple) and times:
-        return float(np.median(times))
+        return geometric_mean(times)
     return float(row["time_ms.median"])
 
 
