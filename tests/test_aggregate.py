@@ -36,6 +36,7 @@ TECHNIQUES = {
     "compile": ["torch-compile"],
     "seq": ["hoisted-input-projection"],
     "scan": ["hoisted-input-projection", "parallel-scan"],
+    "persistent": ["batching", "hoisted-input-projection", "persistent-weights"],
 }
 ANCHOR = {"batch": 16, "seq_len": 20, "input_size": 32, "hidden_size": 64}
 

@@ -155,6 +155,33 @@ def test_cache_verdict_rules():
     assert "cache sizes are unknown" in cache.cache_verdict(unknown)[1]
 
 
+def test_the_persistent_rungs_slice_of_w_hh_is_what_meets_the_private_caches(tmp_path):
+    # H=512: W_hh 4 MiB. Split over 4 threads, each core's 1 MiB slice fits its L2; the
+    # fused rung's threads all read the whole of it, which only L3 holds
+    from rnnopt.report.aggregate import collect
+    from rnnopt.report.experiments.memory import point_tables
+    from tests.test_aggregate import CPU_RUN, ENV, Results
+
+    caches = {"l1d": 32 * 2**10, "l2": 2**20 + 1, "l3": 32 * 2**20}
+    results = Results(tmp_path / "results")
+    for variant in ("numpy-lstm-persistent", "numpy-lstm-fused"):
+        for hidden in (128, 512, 2048):
+            results.profile(
+                CPU_RUN, variant, "float32", 1.0, threads=4, env=ENV | {"cpu_caches": caches},
+                batch=8, seq_len=2, input_size=32, hidden_size=hidden,
+            )  # fmt: skip
+    metrics, _ = collect(tmp_path / "results")
+    points = cache.cache_points(metrics).set_index(["variant", "hidden_size"])
+    assert points.loc[("numpy-lstm-persistent", 512), "w_hh_bytes_per_thread"] == 2**20
+    assert points.loc[("numpy-lstm-persistent", 512), "level"] == "L2"
+    assert points.loc[("numpy-lstm-fused", 512), "level"] == "L3"
+    assert points.loc[("numpy-lstm-persistent", 2048), "level"] == "beyond L3"  # 64 MiB
+    assert "w_hh_bytes_per_thread" in point_tables(metrics)["weights_vs_cache"]
+    rows = {row["experiment"].split()[3]: row for row in cache.cache_rows(metrics, CPU_RUN)}
+    assert "H=512 (4 MiB, 1 MiB a thread, L2)" in rows["numpy-lstm-persistent"]["result"]
+    assert "H=512 (4 MiB, L3)" in rows["numpy-lstm-fused"]["result"]
+
+
 def test_cache_verdict_rests_on_the_interval_over_processes():
     """With each point's processes, the ratio of the best points gets an interval, and a ratio
     whose interval crosses the 0.70 drop is inconclusive, not a verdict that the next run may

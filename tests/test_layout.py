@@ -19,7 +19,7 @@ ALLOWED = {
     "models": set(),
     "measure": {"models"},
     "train": {"models", "measure"},
-    "pipeline": {"models"},
+    "pipeline": {"models", "measure"},  # host facts: "all" cores, "l2" sizes
     "experiments": {"models", "measure", "train"},
     "report": {"models"},
     "cli": {"models", "measure", "train", "pipeline", "experiments", "report"},

@@ -90,6 +90,37 @@ def test_config_expands_to_jobs():
     }
 
 
+@pytest.mark.parametrize(
+    ("cores", "l2_mib", "size"),
+    [(2, 1, 256), (2, 2, 384), (1, 1, 128), (4, 1, 384), (2, None, 256), (2, 0.25, 128)],
+)
+def test_l2_size_fits_each_cores_slice_of_w_hh_in_its_l2(monkeypatch, cores, l2_mib, size):
+    # 4H x H float32 / cores below one core's L2: H=256 (512 KiB a core) for 1 MiB on two
+    # cores, 384 (1.1 MiB) for 2 MiB; the smallest step when nothing fits; 256 when unknown
+    l2 = None if l2_mib is None else int(l2_mib * 2**20)
+    monkeypatch.setattr("rnnopt.measure.host.cpu_caches", lambda: {"l2": l2} if l2 else {})
+    config = config_check.check(
+        {
+            "profile": [
+                {
+                    "variants": ["numpy-lstm-persistent"],
+                    "shapes": [{"batch": 8, "seq_len": 3, "input_size": "l2", "hidden_size": "l2"}],
+                }
+            ]
+        }
+    )
+    (job,) = config_check.profile_jobs(config["profile"], cores=cores)
+    assert (job["input_size"], job["hidden_size"]) == (size, size)
+    if l2 and size > config_check.L2_FIT_STEP:
+        assert 4 * size * size * 4 / cores < l2 <= 4 * (size + 128) ** 2 * 4 / cores
+
+
+def test_only_l2_is_a_named_size():
+    shape = {"batch": 8, "seq_len": 3, "input_size": 4, "hidden_size": "l3"}
+    with pytest.raises(UserError, match="profile\\[0\\].shapes\\[0\\].hidden_size"):
+        config_check.check({"profile": [{"variants": ["numpy-lstm-fused"], "shapes": [shape]}]})
+
+
 def test_every_profile_job_runs_in_its_entrys_processes():
     shape = {"batch": 1, "seq_len": 5, "input_size": 3, "hidden_size": 2}
     entries = [

@@ -109,6 +109,11 @@ rule report:
             caption="../report/scan_vs_seq_len.rst",
             category="Figures",
         ),
+        persistent=report(
+            "results/report/tables/persistent.csv",
+            caption="../report/persistent.rst",
+            category="Tables",
+        ),
     log:
         "results/logs/report.log",
     params:

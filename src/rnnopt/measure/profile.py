@@ -12,7 +12,7 @@ from contextlib import ExitStack
 from rnnopt.measure.contention import Contention
 from rnnopt.measure.counters import ProcessCounters
 from rnnopt.measure.harness import guard_calls, phase_call
-from rnnopt.measure.split import gemm_only_call, split_metrics
+from rnnopt.measure.split import gemm_and_barrier_call, gemm_only_call, split_metrics
 from rnnopt.measure.timing import benchmark, benchmark_segments
 
 
@@ -95,9 +95,11 @@ def time_gemm_split(args, runner, phase_median_ms: float) -> dict:
     gemm_call = gemm_only_call(runner, args.phase)
     if gemm_call is None:
         return {}
+    barrier_call = gemm_and_barrier_call(runner, args.phase)
     return split_metrics(
         guard_calls(gemm_call)[0],
         phase_median_ms,
+        barrier_call=None if barrier_call is None else guard_calls(barrier_call)[0],
         sync=guard_calls(runner.sync)[0],
         device=runner.device,
         min_time_s=args.min_time_s,

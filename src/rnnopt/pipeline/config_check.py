@@ -242,10 +242,34 @@ def resolve_threads(values: list, cores: int | None = None) -> list[int]:
     return sorted({cores if value == "all" else int(value) for value in values})
 
 
-def expand_shape(shape: dict) -> list[dict]:
-    """{batch: [1, 4], seq_len: 20, ...} -> one dict per combination."""
-    axes = [v if isinstance(v, list) else [v] for v in (shape[k] for k in SHAPE_KEYS)]
-    return [dict(zip(SHAPE_KEYS, sizes, strict=True)) for sizes in itertools.product(*axes)]
+# "l2" as a size: the largest multiple of L2_FIT_STEP whose float32 LSTM W_hh (4H x H), split
+# over every core, is below one core's L2 (the persistent rung's small-batch shape, where each
+# thread's slice of the weights can stay in its core's cache); L2_FIT_FALLBACK where the host
+# does not report its L2.
+L2_FIT_STEP, L2_FIT_FALLBACK = 128, 256
+
+
+def l2_fit_size(cores: int, l2_bytes: int | None) -> int:
+    if not l2_bytes:
+        return L2_FIT_FALLBACK
+    size = L2_FIT_STEP
+    while 4 * (size + L2_FIT_STEP) ** 2 * 4 / cores < l2_bytes:
+        size += L2_FIT_STEP
+    return size
+
+
+def expand_shape(shape: dict, cores: int | None = None) -> list[dict]:
+    """{batch: [1, 4], seq_len: 20, ...} -> one dict per combination; "l2" sizes resolved for
+    this host (l2_fit_size)."""
+    from rnnopt.measure.host import cpu_caches
+
+    def sizes(value) -> list[int]:
+        if value == "l2":
+            return [l2_fit_size(cores or available_cores(), cpu_caches().get("l2"))]
+        return value if isinstance(value, list) else [value]
+
+    axes = [sizes(shape[k]) for k in SHAPE_KEYS]
+    return [dict(zip(SHAPE_KEYS, combo, strict=True)) for combo in itertools.product(*axes)]
 
 
 def _unique(jobs) -> list[dict]:
@@ -262,7 +286,7 @@ def measure_jobs(entries: list[dict], cores: int | None = None) -> list[dict]:
     """One dict per (variant, dtype, device, shape, phase, threads) of profile/memory entries."""
     jobs = []
     for entry in entries:
-        shapes = [s for spec in entry["shapes"] for s in expand_shape(spec)]
+        shapes = [s for spec in entry["shapes"] for s in expand_shape(spec, cores)]
         for variant, dtype, device, shape, phase, threads in itertools.product(
             matching_variants(entry["variants"]),
             entry["dtypes"],

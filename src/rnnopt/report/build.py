@@ -18,7 +18,7 @@ from rnnopt.report import (
     table,
 )
 from rnnopt.report.comparisons import COMPARISONS
-from rnnopt.report.experiments import batching, memory, scan
+from rnnopt.report.experiments import batching, memory, persistent, scan
 from rnnopt.report.figures import FIGURES, draw_all
 from rnnopt.report.intervals import CONFIDENCE, THRESHOLD
 from rnnopt.report.verdicts import (
@@ -153,6 +153,11 @@ def sections(
         Section("New architectures: parallel scan", scan.ABOUT, tables["scan"]),
         Section("New architectures: training", scan.TRAINING_ABOUT, tables["scan_training"]),
         Section(
+            "Persistent weights",
+            " ".join(filter(None, (persistent.ABOUT, persistent.best_rung(metrics)))),
+            tables["persistent"],
+        ),
+        Section(
             "Cache, GC and precision experiments",
             memory.ABOUT,
             tables["cache_gc_precision"],
@@ -234,12 +239,14 @@ def build(
         "batching": batching.table(metrics, series),
         "scan": scan.table(metrics),
         "scan_training": scan.training_table(metrics),
+        "persistent": persistent.table(metrics),
     }
     tables["cache_gc_precision"] = memory.table(metrics)
     tables.update(memory.point_tables(metrics))
     numbers = {
         "comparison": table.comparison_numbers(metrics, threshold=threshold, confidence=confidence),
         "variants": table.variants_numbers(metrics),
+        "persistent": persistent.numbers(metrics),
     }
     paths = {}
     for name, frame in tables.items():

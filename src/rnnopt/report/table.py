@@ -256,6 +256,7 @@ def variants_numbers(metrics: pd.DataFrame) -> pd.DataFrame:
                 "compile_s": r.get("compile_s"),
                 "gemm_ms": r.get("split.gemm_ms"),
                 "elementwise_ms": r.get("split.elementwise_ms"),
+                "barrier_ms": r.get("split.barrier_ms"),
                 "cuda_kernel_launches": r.get("cuda_kernel_launches"),
                 "cudnn_persistent": r.get("cudnn_persistent"),
                 "noisy": r.get("noisy") == 1,
@@ -283,7 +284,7 @@ def variants_table(metrics: pd.DataFrame) -> pd.DataFrame:
             "FLOP/byte": _number(r["intensity"], ".3g"),
             "bound by": bound_text(r["bound_by"], r["roof_fraction"]),
             "compile s": _number(r["compile_s"], ".1f"),
-            "GEMM ms / elementwise ms": _split(r),
+            "GEMM ms / elementwise ms (/ barrier ms)": _split(r),
             "CUDA kernels (step)": _cuda_kernels(r),
             "noisy": "noisy" if r["noisy"] else "",
             "verified": "" if r["verified"] else "FAILED",
@@ -295,10 +296,12 @@ def variants_table(metrics: pd.DataFrame) -> pd.DataFrame:
 
 
 def _split(r) -> str:
-    """GEMM-only time and the rest (rnnopt.measure.split), for runners that measure it."""
+    """GEMM-only time and the rest (rnnopt.measure.split), for runners that measure it; the
+    barrier wait third where the runner's threads meet every step."""
     if pd.isna(r["gemm_ms"]):
         return NONE
-    return f"{r['gemm_ms']:.3g} / {r['elementwise_ms']:.3g}"
+    text = f"{r['gemm_ms']:.3g} / {r['elementwise_ms']:.3g}"
+    return text if pd.isna(r.get("barrier_ms")) else f"{text} / {r['barrier_ms']:.3g}"
 
 
 def _cuda_kernels(r) -> str:

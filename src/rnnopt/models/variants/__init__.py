@@ -18,6 +18,7 @@ KINDS = {
     ("numpy", "batched"): ("rnnopt.models.variants.numpy_batched", "NumpyBatched"),
     ("numpy", "fused"): ("rnnopt.models.variants.numpy_fused", "NumpyFused"),
     ("numpy", "numba"): ("rnnopt.models.variants.numpy_numba", "NumpyNumba"),
+    ("numpy", "persistent"): ("rnnopt.models.variants.numpy_persistent", "NumpyPersistent"),
     ("numpy", "tape"): ("rnnopt.models.variants.numpy_tape", "NumpyTape"),
     ("torch", "cell"): ("rnnopt.models.variants.torch_cell", "TorchCell"),
     ("torch", "nn"): ("rnnopt.models.variants.torch_nn", "TorchNN"),

@@ -2,10 +2,12 @@
 
 Layout is feature-major, as the variant's GEMMs leave it: a workspace is (rows, T*B) with step
 t in columns t*B .. t*B + B - 1, so each hidden unit's B values are contiguous and the inner
-loop over the batch vectorises. Kernels take whole workspaces and the step t, never slices:
-numba then compiles for C-contiguous arrays and knows the inner stride. Column indices are
-unsigned: a signed index gets numba's negative-index wraparound, which hides from LLVM that a
-read and a write of the same array hit the same element, and the loop stays scalar.
+loop over the batch vectorises. Kernels take whole workspaces, the step t and a range of hidden
+units j0 .. j1 - 1 (all of them for the numba rung, one thread's for the persistent rung), never
+slices: numba then compiles for C-contiguous arrays and knows the inner stride. Row and column
+indices are unsigned: a signed index gets numba's negative-index wraparound, which hides from
+LLVM that a read and a write of the same array hit the same element, and the loop stays scalar
+(a signed row index alone made the LSTM forward kernel 1.6x slower, measured).
 
 Each kernel comes in two flavours from one source (`Kernels`): "serial", a plain `njit`, and
 "parallel", whose outer loop over hidden units (`prange`) numba splits over its threads. A
@@ -100,19 +102,24 @@ def _sigmoid(z, half):
     return half + half * gate_tanh(half * z)
 
 
-def lstm_forward_step(pre, recurrent, c, acts, cs, hs, t, one):
-    """One LSTM step. pre (4H, T*B): input projection with the bias folded in; recurrent
-    (4H, B): W_hh h_{t-1}; c (H, B): c_{t-1} in, c_t out; writes the activations i, f, g, o to
-    acts (4H, T*B) at step t's columns, c_t and h_t to cs, hs (H, (T+1)*B) at block t + 1."""
-    H, B = recurrent.shape[0] // 4, uint64(recurrent.shape[1])
+def lstm_forward_step(pre, bias, recurrent, c, acts, cs, hs, t, j0, j1, one):
+    """One LSTM step for hidden units j0 .. j1 - 1. pre (4H, T*B): input projection; bias
+    (4H,): b_ih + b_hh, added here rather than in a pass of its own over pre; recurrent
+    (4n, B), n = j1 - j0: W_hh h_{t-1} for those units, gate-major (row g*n + j - j0);
+    c (H, B): c_{t-1} in, c_t out; writes the activations i, f, g, o to acts (4H, T*B) at
+    step t's columns, c_t and h_t to cs, hs (H, (T+1)*B) at block t + 1."""
+    H, B = uint64(c.shape[0]), uint64(recurrent.shape[1])
+    n = uint64(j1 - j0)
     col = uint64(t) * B
     half = one / (one + one)
-    for j in prange(H):
+    for q in prange(n):
+        r = uint64(q)
+        j = uint64(j0) + r
         for b in range(B):
-            i = _sigmoid(pre[j, col + b] + recurrent[j, b], half)
-            f = _sigmoid(pre[H + j, col + b] + recurrent[H + j, b], half)
-            g = gate_tanh(pre[2 * H + j, col + b] + recurrent[2 * H + j, b])
-            o = _sigmoid(pre[3 * H + j, col + b] + recurrent[3 * H + j, b], half)
+            i = _sigmoid(pre[j, col + b] + bias[j] + recurrent[r, b], half)
+            f = _sigmoid(pre[H + j, col + b] + bias[H + j] + recurrent[n + r, b], half)
+            g = gate_tanh(pre[2 * H + j, col + b] + bias[2 * H + j] + recurrent[2 * n + r, b])
+            o = _sigmoid(pre[3 * H + j, col + b] + bias[3 * H + j] + recurrent[3 * n + r, b], half)
             c_t = f * c[j, b] + i * g
             acts[j, col + b] = i
             acts[H + j, col + b] = f
@@ -123,18 +130,21 @@ def lstm_forward_step(pre, recurrent, c, acts, cs, hs, t, one):
             hs[j, col + B + b] = o * gate_tanh(c_t)
 
 
-def lstm_backward_step(dz, dh, dc, grad_y, acts, cs, t, one):
-    """Gate derivatives of LSTM step t. dh (H, B): W_hh^T dz_{t+1} (dL/dh_t but for grad_y);
-    grad_y (B, T, H); dc (H, B): dL/dc_t through c_{t+1} in, dL/dc_{t-1} out; acts, cs as
-    the forward left them. Writes dz (4H, T*B) at step t's columns."""
-    H, B = dh.shape[0], uint64(dh.shape[1])
+def lstm_backward_step(dz, dh, dc, grad_y, acts, cs, t, j0, j1, one):
+    """Gate derivatives of LSTM step t for hidden units j0 .. j1 - 1. dh (n, B), n = j1 - j0:
+    (W_hh^T dz_{t+1}) for those units (dL/dh_t but for grad_y); grad_y (B, T, H);
+    dc (H, B): dL/dc_t through c_{t+1} in, dL/dc_{t-1} out; acts, cs as the forward left
+    them. Writes dz (4H, T*B) at step t's columns."""
+    H, B = uint64(dc.shape[0]), uint64(dh.shape[1])
     col = uint64(t) * B
-    for j in prange(H):
+    for q in prange(uint64(j1 - j0)):
+        r = uint64(q)
+        j = uint64(j0) + r
         for b in range(B):
             i, f = acts[j, col + b], acts[H + j, col + b]
             g, o = acts[2 * H + j, col + b], acts[3 * H + j, col + b]
             tanh_c = gate_tanh(cs[j, col + B + b])
-            dh_total = dh[j, b] + grad_y[b, t, j]
+            dh_total = dh[r, b] + grad_y[b, t, j]
             dc_total = dc[j, b] + dh_total * o * (one - tanh_c * tanh_c)
             dz[j, col + b] = dc_total * g * i * (one - i)
             dz[H + j, col + b] = dc_total * cs[j, col + b] * f * (one - f)
@@ -143,25 +153,31 @@ def lstm_backward_step(dz, dh, dc, grad_y, acts, cs, t, one):
             dc[j, b] = dc_total * f
 
 
-def rnn_forward_step(pre, recurrent, hs, t):
-    """h_t = tanh(pre-activation + W_hh h_{t-1}). pre (H, T*B) at step t's columns,
-    recurrent (H, B); writes hs (H, (T+1)*B) at block t + 1."""
-    H, B = recurrent.shape[0], uint64(recurrent.shape[1])
+def rnn_forward_step(pre, bias, recurrent, hs, t, j0, j1):
+    """h_t = tanh(x_t W_ih^T + bias + W_hh h_{t-1}) for hidden units j0 .. j1 - 1. pre
+    (H, T*B) at step t's columns, bias (H,), recurrent (j1 - j0, B); writes hs (H, (T+1)*B)
+    at block t + 1."""
+    B = uint64(recurrent.shape[1])
     col = uint64(t) * B
-    for j in prange(H):
+    for q in prange(uint64(j1 - j0)):
+        r = uint64(q)
+        j = uint64(j0) + r
         for b in range(B):
-            hs[j, col + B + b] = gate_tanh(pre[j, col + b] + recurrent[j, b])
+            hs[j, col + B + b] = gate_tanh(pre[j, col + b] + bias[j] + recurrent[r, b])
 
 
-def rnn_backward_step(dz, dh, grad_y, hs, t, one):
-    """dz_t = (W_hh^T dz_{t+1} + grad_y_t) * (1 - h_t^2); dh (H, B), grad_y (B, T, H),
-    hs (H, (T+1)*B) with h_t at block t + 1; writes dz (H, T*B) at step t's columns."""
-    H, B = dh.shape[0], uint64(dh.shape[1])
+def rnn_backward_step(dz, dh, grad_y, hs, t, j0, j1, one):
+    """dz_t = (W_hh^T dz_{t+1} + grad_y_t) * (1 - h_t^2) for hidden units j0 .. j1 - 1;
+    dh (j1 - j0, B), grad_y (B, T, H), hs (H, (T+1)*B) with h_t at block t + 1; writes
+    dz (H, T*B) at step t's columns."""
+    B = uint64(dh.shape[1])
     col = uint64(t) * B
-    for j in prange(H):
+    for q in prange(uint64(j1 - j0)):
+        r = uint64(q)
+        j = uint64(j0) + r
         for b in range(B):
             h = hs[j, col + B + b]
-            dz[j, col + b] = (dh[j, b] + grad_y[b, t, j]) * (one - h * h)
+            dz[j, col + b] = (dh[r, b] + grad_y[b, t, j]) * (one - h * h)
 
 
 class Kernels(NamedTuple):
@@ -182,7 +198,7 @@ def _compile_flavour(flavour: str) -> Kernels:
     for kernel in (lstm_forward_step, lstm_backward_step, rnn_forward_step, rnn_backward_step):
         copy = FunctionType(kernel.__code__, kernel.__globals__, kernel.__name__)
         copy.__qualname__ = f"{kernel.__qualname__}_{flavour}"
-        options = {"fastmath": FASTMATH, "error_model": "numpy", "cache": True}
+        options = {"fastmath": FASTMATH, "error_model": "numpy", "cache": True, "nogil": True}
         kernels.append(njit(parallel=flavour == "parallel", **options)(copy))
     return Kernels(flavour, *kernels)
 

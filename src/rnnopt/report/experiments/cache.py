@@ -27,18 +27,24 @@ CACHE_LEVELS = (("l1d", "L1d"), ("l2", "L2"), ("l3", "L3"))
 
 
 def cache_points(metrics: pd.DataFrame) -> pd.DataFrame:
-    """Profile records of every hidden-size sweep, one row per point, with W_hh bytes, weight
-    bytes per step and the smallest cache level W_hh fits in ('beyond L3' if none)."""
+    """Profile records of every hidden-size sweep, one row per point, with W_hh bytes, the bytes
+    of it each thread reads (its slice for the persistent rung, which splits W_hh over its
+    threads; all of it otherwise), weight bytes per step and the smallest cache level the
+    weights fit in ('beyond L3' if none)."""
     profile = ok_records(metrics, "profile")
     keys = ["run", "variant", "dtype", "device", "phase", "threads", "batch", "seq_len"]
     keys.append("input_size")
     if profile.empty:
-        return profile.assign(w_hh_bytes=[], weight_bytes_per_step=[], level=[])
+        return profile.assign(
+            w_hh_bytes=[], w_hh_bytes_per_thread=[], weight_bytes_per_step=[], level=[]
+        )
     sizes = profile.groupby(keys, dropna=False)["hidden_size"].transform("nunique")
     sweep = profile[sizes >= MIN_SWEEP_POINTS].copy()
     H = sweep["hidden_size"].astype(float)
     itemsize = sweep["dtype"].map(ITEMSIZE).astype(float)
     sweep["w_hh_bytes"] = 4 * H * H * itemsize
+    split = sweep["variant"].str.endswith("-persistent")
+    sweep["w_hh_bytes_per_thread"] = sweep["w_hh_bytes"] / sweep["threads"].where(split, 1)
     weights = 4 * H * (sweep["input_size"].astype(float) + H) + 8 * H
     sweep["weight_bytes_per_step"] = weights * itemsize
     sweep["level"] = [_level(row) for _, row in sweep.iterrows()]
@@ -46,14 +52,26 @@ def cache_points(metrics: pd.DataFrame) -> pd.DataFrame:
 
 
 def _level(row) -> str | None:
-    """'L1d' / 'L2' / 'L3': the smallest cache W_hh fits in; 'beyond L3'; None if unknown."""
+    """'L1d' / 'L2' / 'L3': the smallest cache W_hh fits in (a core's private L1d and L2 hold
+    its thread's part, the shared L3 all of it); 'beyond L3'; None if unknown."""
     sizes = [(name, number(row.get(f"{key}_bytes"))) for key, name in CACHE_LEVELS]
     if any(size is None for _, size in sizes):
         return None
     for name, size in sizes:
-        if row["w_hh_bytes"] <= size:
+        per_thread = row.get("w_hh_bytes_per_thread", row["w_hh_bytes"])
+        needed = row["w_hh_bytes"] if name == "L3" else per_thread
+        if needed <= size:
             return name
     return "beyond L3"
+
+
+def _weights_text(point) -> str:
+    """W_hh's bytes, and each thread's part where the threads split it."""
+    text = format_bytes(point.w_hh_bytes)
+    per_thread = getattr(point, "w_hh_bytes_per_thread", point.w_hh_bytes)
+    if per_thread < point.w_hh_bytes:
+        text += f", {format_bytes(per_thread)} a thread"
+    return text
 
 
 def predicted_ratio(points: pd.DataFrame, beyond, inside) -> float | None:
@@ -89,7 +107,7 @@ def cache_verdict(points: pd.DataFrame) -> tuple[str, str]:
     """(result, verdict) of one sweep (one run, variant, dtype, phase, threads), beside what
     the bandwidth roofs predict where the run measured them."""
     cells = [
-        f"H={int(r.hidden_size)} ({format_bytes(r.w_hh_bytes)}, {r.level or '?'}) {r.gflops:.1f}"
+        f"H={int(r.hidden_size)} ({_weights_text(r)}, {r.level or '?'}) {r.gflops:.1f}"
         for r in points.itertuples()
     ]
     result = "GFLOP/s by H (W_hh, where it fits): " + "; ".join(cells)
@@ -156,9 +174,10 @@ def cache_rows(metrics: pd.DataFrame, run: str) -> list[dict]:
 def weights_vs_cache(metrics: pd.DataFrame, series: pd.DataFrame):
     run, points = first_run(cache_points(metrics), "hidden-size sweep (profile records)")
     points = wide.with_labels(points)
-    points["curve"] = points["label"] + " " + points["phase"]
+    threads = points["threads"].astype(int).astype(str)
+    points["curve"] = points["label"] + " " + points["phase"] + ", " + threads + " thr"
     fig, ax = plt.subplots(figsize=(8, 4.5))
-    sns.lineplot(points, x="w_hh_bytes", y="gflops", hue="curve", marker="o", ax=ax)
+    sns.lineplot(points, x="w_hh_bytes_per_thread", y="gflops", hue="curve", marker="o", ax=ax)
     ax.set_xscale("log", base=2)
     first = points.iloc[0]
     for key, name in CACHE_LEVELS:
@@ -175,11 +194,14 @@ def weights_vs_cache(metrics: pd.DataFrame, series: pd.DataFrame):
                 fontsize=8,
                 color="grey",
             )
-    ax.set_xlabel("W_hh bytes (4H x H x itemsize), log scale")
+    ax.set_xlabel(
+        "W_hh bytes each thread reads (4H x H x itemsize; / threads for the persistent rung), "
+        "log scale"
+    )
     ax.set_ylabel("achieved GFLOP/s")
     ax.set_title(
         f"Weights against the cache (C13), {run}: B={first['batch']} T={first['seq_len']} "
-        f"I={first['input_size']}, {int(first['threads'])} thread(s)"
+        f"I={first['input_size']}"
     )
     ax.legend(fontsize=8)
     return fig

@@ -55,7 +55,8 @@ def point_tables(metrics: pd.DataFrame) -> dict[str, pd.DataFrame]:
     """The numbers behind the rows: weights_vs_cache, gc_churn, precision (CSV tables)."""
     cache = cache_points(metrics)
     cache_columns = ["run", "variant", "dtype", "phase", "threads", *wide.SHAPE_KEYS]
-    cache_columns += ["w_hh_bytes", "weight_bytes_per_step", "level", "time_ms.median", "gflops"]
+    cache_columns += ["w_hh_bytes", "w_hh_bytes_per_thread", "weight_bytes_per_step", "level"]
+    cache_columns += ["time_ms.median", "gflops"]
     precision = precision_points(metrics)
     return {
         "weights_vs_cache": cache[cache_columns] if not cache.empty else pd.DataFrame(),
