@@ -182,15 +182,20 @@ class GemmSplitRunner(NumpyRunner):
 
     def gemm_only(self, phase: str):
         """A callable running the GEMMs of `phase` ("forward", "backward", "step")."""
+        return self._loop(phase, elementwise=False)
+
+    def _loop(self, phase: str, **options):
+        """A callable running `phase` with `options` passed to the variant's forward_train and
+        backward."""
         if self._cache is None:
             self.forward()  # backward's GEMMs read the forward's workspaces
         variant, p, x, grad_y = self.variant, self.p, self.x, self.grad_y
 
         def forward():
-            variant.forward_train(p, x, elementwise=False)
+            variant.forward_train(p, x, **options)
 
         def backward():
-            variant.backward(p, self._cache, grad_y, elementwise=False)
+            variant.backward(p, self._cache, grad_y, **options)
 
         def step():
             forward()

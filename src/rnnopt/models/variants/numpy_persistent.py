@@ -276,27 +276,10 @@ class PersistentRunner(GemmSplitRunner):
     difference is the time the threads wait for each other (rnnopt.measure.split)."""
 
     def gemm_only(self, phase: str):
-        return self._loop(phase, ("gemm",))
+        return self._loop(phase, parts=("gemm",))
 
     def gemm_and_barrier(self, phase: str):
         """None for a team of one, whose barrier is a no-op."""
         if self.variant.team.size == 1:
             return None
-        return self._loop(phase, ("gemm", "barrier"))
-
-    def _loop(self, phase: str, parts: tuple[str, ...]):
-        if self._cache is None:
-            self.forward()  # backward's GEMMs read the forward's workspaces
-        variant, p, x, grad_y = self.variant, self.p, self.x, self.grad_y
-
-        def forward():
-            variant.forward_train(p, x, parts=parts)
-
-        def backward():
-            variant.backward(p, self._cache, grad_y, parts=parts)
-
-        def step():
-            forward()
-            backward()
-
-        return {"forward": forward, "backward": backward, "step": step}[phase]
+        return self._loop(phase, parts=("gemm", "barrier"))
