@@ -299,3 +299,12 @@ def test_report_with_and_without_these_records(tmp_path):
     empty = build(metrics.iloc[0:0], series.iloc[0:0], tmp_path / "empty")
     table = pd.read_csv(empty["cache_gc_precision"])
     assert table["verdict"].str.startswith("not measured here").all() and len(table) == 3
+
+
+def test_a_sweep_timed_in_one_process_a_point_is_not_judged():
+    frame = sweep([20, 21, 10])
+    frame["flops"] = [2e7, 2e7, 2e7]
+    frame["process_times"] = [(1.0,), (1.0,), (2.1,)]  # 0.48x, but one process a point
+    result, verdict = cache.cache_verdict(frame)
+    assert "best beyond L3 / best inside 0.48x" in result
+    assert verdict == "not judged: one process a point: no interval"

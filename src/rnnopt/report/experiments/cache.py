@@ -125,7 +125,10 @@ def cache_verdict(points: pd.DataFrame) -> tuple[str, str]:
     predicted = predicted_ratio(points, beyond, inside)
     if predicted is not None:
         result += f"; the roofline predicts {predicted:.2f}x"
-    if interval is not None and interval.has_interval:
+    if interval is not None and not interval.has_interval:
+        # one process a point: no spread between processes, so no verdict (as the speedups)
+        return result, "not judged: one process a point: no interval"
+    if interval is not None:
         low, high = interval.low, interval.high
     else:  # records without their processes' times (older runs): the point alone
         low = high = ratio
@@ -194,10 +197,7 @@ def weights_vs_cache(metrics: pd.DataFrame, series: pd.DataFrame):
                 fontsize=8,
                 color="grey",
             )
-    ax.set_xlabel(
-        "W_hh bytes each thread reads (4H x H x itemsize; / threads for the persistent rung), "
-        "log scale"
-    )
+    ax.set_xlabel("W_hh bytes a thread reads (4H x H x itemsize; persistent: its slice), log")
     ax.set_ylabel("achieved GFLOP/s")
     ax.set_title(
         f"Weights against the cache (C13), {run}: B={first['batch']} T={first['seq_len']} "
