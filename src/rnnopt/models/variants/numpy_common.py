@@ -2,7 +2,7 @@
 
 Allocating steps (`lstm_step`, `rnn_step` and their backwards) serve the textbook variants;
 in-place ones (`lstm_activate_`, `lstm_state_`, ...) write into caller-owned buffers for the
-preallocated ones.
+preallocated ones, whose workspaces come from `Buffers` through `PreallocatedNumpyVariant`.
 All work on arrays of shape (..., G*H) / (..., H), so one sequence (H,) or a batch (B, H)
 goes through the same code, and every temporary keeps the input dtype.
 Gate order i, f, g, o as in PyTorch; h0 = c0 = 0.
@@ -10,9 +10,12 @@ Gate order i, f, g, o as in PyTorch; h0 = c0 = 0.
 
 from __future__ import annotations
 
+from functools import cached_property
 from types import SimpleNamespace
 
 import numpy as np
+
+from rnnopt.models.variants.base import NumpyVariant
 
 
 def gates(a: np.ndarray) -> tuple[np.ndarray, ...]:
@@ -158,3 +161,16 @@ class Buffers:
             )
             self._key = key
         return self._arrays
+
+
+class PreallocatedNumpyVariant(NumpyVariant):
+    """A NumpyVariant whose forward and backward write into workspaces allocated once per set
+    of shapes and kept on the variant: `_fwd` and `_bwd` (Buffers, in its dtype)."""
+
+    @cached_property
+    def _fwd(self) -> Buffers:
+        return Buffers(self.np_dtype)
+
+    @cached_property
+    def _bwd(self) -> Buffers:
+        return Buffers(self.np_dtype)

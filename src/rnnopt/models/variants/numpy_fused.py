@@ -14,13 +14,11 @@ The -1 / -2 factors live in scaled copies of the weights (exact: powers of two).
 
 from __future__ import annotations
 
-from functools import cached_property
-
 import numpy as np
 
-from rnnopt.models.variants.base import NumpyRunner, NumpyVariant
+from rnnopt.models.variants.base import NumpyRunner
 from rnnopt.models.variants.numpy_common import (
-    Buffers,
+    PreallocatedNumpyVariant,
     gates,
     lstm_state_,
     lstm_step_backward_,
@@ -31,7 +29,7 @@ from rnnopt.models.variants.numpy_common import (
 GATE_SCALES = {"rnn": (-2.0,), "lstm": (-1.0, -1.0, -2.0, -1.0)}
 
 
-class NumpyFused(NumpyVariant):
+class NumpyFused(PreallocatedNumpyVariant):
     kind = "fused"
     techniques = ("batching", "preallocation", "hoisted-input-projection")
     summary = (
@@ -43,16 +41,8 @@ class NumpyFused(NumpyVariant):
         "preallocated once and kept on the variant"
     )
 
-    @cached_property
-    def _fwd(self) -> Buffers:
-        return Buffers(self.np_dtype)
-
     def runner(self, params, x, grad_y, lr=1e-3):
         return GemmSplitRunner(self, params, x, grad_y, lr)
-
-    @cached_property
-    def _bwd(self) -> Buffers:
-        return Buffers(self.np_dtype)
 
     def forward_train(self, p, x, elementwise: bool = True):
         # x (B, T, I) -> X (T, B, I); acts (T, B, G*H): scaled projection + bias, then

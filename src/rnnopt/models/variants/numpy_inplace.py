@@ -2,13 +2,10 @@
 
 from __future__ import annotations
 
-from functools import cached_property
-
 import numpy as np
 
-from rnnopt.models.variants.base import NumpyVariant
 from rnnopt.models.variants.numpy_common import (
-    Buffers,
+    PreallocatedNumpyVariant,
     lstm_activate_,
     lstm_state_,
     lstm_step_backward_,
@@ -16,7 +13,7 @@ from rnnopt.models.variants.numpy_common import (
 )
 
 
-class NumpyInplace(NumpyVariant):
+class NumpyInplace(PreallocatedNumpyVariant):
     kind = "inplace"
     techniques = ("preallocation",)
     summary = (
@@ -26,14 +23,6 @@ class NumpyInplace(NumpyVariant):
     memory_note = (
         "every buffer preallocated once per shape and kept on the variant, backward's included"
     )
-
-    @cached_property
-    def _fwd(self) -> Buffers:
-        return Buffers(self.np_dtype)
-
-    @cached_property
-    def _bwd(self) -> Buffers:
-        return Buffers(self.np_dtype)
 
     def forward_train(self, p, x):
         # x (B, T, I); per sequence b and step t: z = acts[b, t] (G*H,), h = hs[b, t + 1] (H,);

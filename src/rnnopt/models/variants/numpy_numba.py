@@ -24,12 +24,11 @@ from functools import cached_property
 
 import numpy as np
 
-from rnnopt.models.variants.base import NumpyVariant
-from rnnopt.models.variants.numpy_common import Buffers
+from rnnopt.models.variants.numpy_common import PreallocatedNumpyVariant
 from rnnopt.models.variants.numpy_fused import GemmSplitRunner
 
 
-class NumpyNumba(NumpyVariant):
+class NumpyNumba(PreallocatedNumpyVariant):
     kind = "numba"
     techniques = ("batching", "preallocation", "hoisted-input-projection", "fused-elementwise")
     summary = (
@@ -41,14 +40,6 @@ class NumpyNumba(NumpyVariant):
         "the pre-activations overwrites the input projection"
     )
     compiles = True
-
-    @cached_property
-    def _fwd(self) -> Buffers:
-        return Buffers(self.np_dtype)
-
-    @cached_property
-    def _bwd(self) -> Buffers:
-        return Buffers(self.np_dtype)
 
     @cached_property
     def kernels(self):

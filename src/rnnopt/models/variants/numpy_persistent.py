@@ -34,14 +34,13 @@ from typing import NamedTuple
 
 import numpy as np
 
-from rnnopt.models.variants.base import NumpyVariant
-from rnnopt.models.variants.numpy_common import Buffers
+from rnnopt.models.variants.numpy_common import PreallocatedNumpyVariant
 from rnnopt.models.variants.numpy_fused import GemmSplitRunner
 
 PARTS = ("gemm", "elementwise", "barrier")  # what a loop runs; fewer for the time split
 
 
-class NumpyPersistent(NumpyVariant):
+class NumpyPersistent(PreallocatedNumpyVariant):
     kind = "persistent"
     techniques = (
         "batching",
@@ -60,14 +59,6 @@ class NumpyPersistent(NumpyVariant):
         "its columns split over the threads, kept on the variant"
     )
     compiles = True
-
-    @cached_property
-    def _fwd(self) -> Buffers:
-        return Buffers(self.np_dtype)
-
-    @cached_property
-    def _bwd(self) -> Buffers:
-        return Buffers(self.np_dtype)
 
     @cached_property
     def team(self) -> Team:
