@@ -39,14 +39,11 @@ def numpy_blas() -> tuple[str, str, bool]:
     UnavailableError when numpy's BLAS cannot be found or exports no CBLAS GEMM."""
     from threadpoolctl import threadpool_info
 
-    numpy_dir = os.path.dirname(os.path.dirname(np.__file__))
+    package = os.path.realpath(os.path.dirname(np.__file__))
+    homes = (package + os.sep, package + ".libs" + os.sep)  # numpy/.dylibs, numpy.libs/
     for pool in threadpool_info():
         path = pool.get("filepath", "")
-        if pool.get("user_api") != "blas" or not os.path.basename(os.path.dirname(path)).startswith(
-            ("numpy", ".dylibs")
-        ):
-            continue
-        if not os.path.realpath(path).startswith(os.path.realpath(numpy_dir)):
+        if pool.get("user_api") != "blas" or not os.path.realpath(path).startswith(homes):
             continue
         library = ctypes.CDLL(path)
         for pattern in SYMBOL_PATTERNS:
