@@ -28,7 +28,7 @@ report: install
 # folder per host: the CPU and the GPU run side by side); measures nothing.
 reference-report: install
 	$(BIN)/python -m rnnopt report --aggregate results/reference/runs \
-		--csv results/reference/metrics.csv --out results/reference
+		--csv results/reference/metrics.csv.gz --out results/reference
 
 test: install
 	$(BIN)/ruff check src tests
