@@ -11,8 +11,9 @@ Method (a two-stage analysis of nested samples): the ratio is exp(mean log a - m
 ratio of the two sides' geometric means of process medians; its interval is Welch's t interval
 of the difference of mean logs (Welch-Satterthwaite degrees of freedom), exponentiated. It needs
 at least two processes a side: with one there is no between-process spread, so no interval and
-no verdict. With three processes a side the t quantile is large (about 2.8 at 4 degrees of
-freedom): intervals are honest rather than narrow.
+no verdict. With three processes a side the t quantile is large (2.8 at 4 degrees of freedom,
+4.3 at 2, where one side's three times happen to agree): intervals are honest rather than
+narrow.
 
 The verdict rule (after asv's --factor and criterion's noise threshold), for a speedup s with a
 practical-significance threshold t: "faster" when the whole interval lies above 1 + t, "slower"
