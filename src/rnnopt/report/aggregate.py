@@ -235,8 +235,8 @@ def _frame(rows: list[dict], columns: tuple[str, ...]) -> pd.DataFrame:
 
 
 def csv_compression(path: str | os.PathLike) -> dict | None:
-    """gzip for a .gz path (the committed reference's CSV is 6 MB plain, under 1 MB
-    compressed), without gzip's timestamp, so that the same records give the same bytes."""
+    """gzip for a .gz path (the committed reference's CSV: 6 MB plain, 0.2 MB gzipped),
+    without gzip's timestamp, so that the same records give the same bytes."""
     return {"method": "gzip", "mtime": 0} if str(path).endswith(".gz") else None
 
 
