@@ -163,6 +163,23 @@ class Buffers:
         return self._arrays
 
 
+def time_major_shapes(B: int, T: int, I: int, H: int, GH: int, lstm: bool) -> dict:
+    """The forward workspaces of the time-major rungs (numba, persistent), whose backward reads
+    them back: X (T*B, I) the input time-major; pre (G*H, T*B) the projection (backward reuses
+    it for dz); acts (G*H, T*B) the LSTM activations; hs, cs (H, (T+1)*B), block 0 = h0 = c0 =
+    0 (never written); c (H, B) the cell state a kernel carries from step to step; bias
+    (G*H,)."""
+    return dict(
+        X=(T * B, I),
+        pre=(GH, T * B),
+        acts=(GH, T * B) if lstm else (0, 0),
+        hs=(H, (T + 1) * B),
+        cs=(H, (T + 1) * B) if lstm else (0, 0),
+        c=(H, B) if lstm else (0, 0),
+        bias=(GH,),
+    )
+
+
 class PreallocatedNumpyVariant(NumpyVariant):
     """A NumpyVariant whose forward and backward write into workspaces allocated once per set
     of shapes and kept on the variant: `_fwd` and `_bwd` (Buffers, in its dtype)."""

@@ -24,7 +24,7 @@ from functools import cached_property
 
 import numpy as np
 
-from rnnopt.models.variants.numpy_common import PreallocatedNumpyVariant
+from rnnopt.models.variants.numpy_common import PreallocatedNumpyVariant, time_major_shapes
 from rnnopt.models.variants.numpy_fused import GemmSplitRunner
 
 
@@ -59,24 +59,12 @@ class NumpyNumba(PreallocatedNumpyVariant):
         return GemmSplitRunner(self, params, x, grad_y, lr)
 
     def forward_train(self, p, x, elementwise: bool = True):
-        # x (B, T, I) -> X (T*B, I) time-major; pre (G*H, T*B): projection (backward
-        # reuses it for dz); acts (4H, T*B): LSTM activations; hs, cs (H, (T+1)*B), block 0 =
-        # h0 = c0 = 0 (never written); c (H, B): the cell state the kernel carries from step to
-        # step. y (B, T, H) is a view of hs, valid until the next call.
-        # elementwise=False: the GEMMs alone.
+        # Workspaces: numpy_common.time_major_shapes, and recurrent (G*H, B). y (B, T, H) is a
+        # view of hs, valid until the next call. elementwise=False: the GEMMs alone.
         B, T, I = x.shape
         GH, H = p["weight_hh"].shape
         lstm = self.cell == "lstm"
-        ws = self._fwd.get(
-            X=(T * B, I),
-            pre=(GH, T * B),
-            acts=(GH, T * B) if lstm else (0, 0),
-            hs=(H, (T + 1) * B),
-            cs=(H, (T + 1) * B) if lstm else (0, 0),
-            c=(H, B) if lstm else (0, 0),
-            recurrent=(GH, B),
-            bias=(GH,),
-        )
+        ws = self._fwd.get(**time_major_shapes(B, T, I, H, GH, lstm), recurrent=(GH, B))
         if elementwise:
             np.copyto(ws.X.reshape(T, B, I), x.transpose(1, 0, 2))
         np.matmul(p["weight_ih"], ws.X.T, out=ws.pre)

@@ -34,7 +34,7 @@ from typing import NamedTuple
 
 import numpy as np
 
-from rnnopt.models.variants.numpy_common import PreallocatedNumpyVariant
+from rnnopt.models.variants.numpy_common import PreallocatedNumpyVariant, time_major_shapes
 from rnnopt.models.variants.numpy_fused import GemmSplitRunner
 
 PARTS = ("gemm", "elementwise", "barrier")  # what a loop runs; fewer for the time split
@@ -87,22 +87,15 @@ class NumpyPersistent(PreallocatedNumpyVariant):
         return PersistentRunner(self, params, x, grad_y, lr)
 
     def forward_train(self, p, x, parts=PARTS):
-        # x (B, T, I) -> X (T*B, I) time-major; pre (G*H, T*B): projection; bias (G*H,); acts,
-        # hs, cs, c as in the numba rung. Per thread k: weight_hh[k] (G*n_k, H), its rows of
-        # W_hh gate-major; recurrent[k] (G*n_k, B). y (B, T, H) is a view of hs, valid until
-        # the next call.
+        # Workspaces: numpy_common.time_major_shapes (the numba rung's), and per thread k:
+        # weight_hh[k] (G*n_k, H), its rows of W_hh gate-major; recurrent[k] (G*n_k, B).
+        # y (B, T, H) is a view of hs, valid until the next call.
         B, T, I = x.shape
         GH, H = p["weight_hh"].shape
         G, lstm = GH // H, self.cell == "lstm"
         units = self.units(H)
         ws = self._fwd.get(
-            X=(T * B, I),
-            pre=(GH, T * B),
-            acts=(GH, T * B) if lstm else (0, 0),
-            hs=(H, (T + 1) * B),
-            cs=(H, (T + 1) * B) if lstm else (0, 0),
-            c=(H, B) if lstm else (0, 0),
-            bias=(GH,),
+            **time_major_shapes(B, T, I, H, GH, lstm),
             **{f"weight_hh{k}": (G * (j1 - j0), H) for k, (j0, j1) in enumerate(units)},
             **{f"recurrent{k}": (G * (j1 - j0), B) for k, (j0, j1) in enumerate(units)},
         )
