@@ -188,6 +188,25 @@ def test_the_pyperf_export_has_one_run_per_process_in_seconds(tmp_path, capsys):
     assert one_process.get_nrun() == 1 and one_process.get_nvalue() == 5
 
 
+def test_a_top_up_process_joins_its_job_in_the_export_and_in_compare(tmp_path, capsys):
+    """rnnopt topup writes more processes of a job under results/<run>/topup/."""
+    run_dir = result_set(tmp_path / "results-main")
+    calls = samples(4.0, 3)
+    time_ms = {"median": sorted(calls)[2], "iqr": 0.02, "min": min(calls), "mean": 1.0, "n": 5}
+    relative = "topup/numpy-lstm-fused/cpu-float32/b16-t20-i32-h64/step-threads1-p3.json"
+    metrics = {"time_ms": time_ms, "samples_ms": calls}
+    write(tmp_path / "results-main", relative, "profile", metrics, process=3)
+    assert main(["export-pyperf", str(run_dir), "--out", str(tmp_path / "main.json")]) == 0
+    suite = pyperf.BenchmarkSuite.load(str(tmp_path / "main.json"))
+    benchmark = suite.get_benchmark("numpy-lstm-fused f32 cpu B16 T20 I32 H64 step threads1")
+    assert [run.get_metadata()["process"] for run in benchmark.get_runs()] == [0, 1, 2, 3]
+    b = result_set(tmp_path / "results-upgrade")
+    status, out = compare(capsys, run_dir, b, "--csv", str(tmp_path / "c.csv"))
+    rows = pd.read_csv(tmp_path / "c.csv")
+    time = rows[rows["metric"] == "time"].set_index("variant")
+    assert time.loc["numpy-lstm-fused", ["processes_a", "processes_b"]].tolist() == [4, 3]
+
+
 def test_pyperf_reads_and_compares_the_export(tmp_path):
     main_json, upgrade_json = tmp_path / "main.json", tmp_path / "upgrade.json"
     export(result_set(tmp_path / "results-main"), main_json)

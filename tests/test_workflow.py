@@ -444,10 +444,15 @@ def test_ci_run_interrupted_resumed_then_nothing_then_report_only(workdir):
     config = config_check.load(workdir / "config/config.yaml", workdir / "config/ci.yaml")
     trained = metrics[metrics["kind"] == "train"]["source"].nunique()
     assert trained == len(config_check.train_jobs(config["train"]))
-    # two processes a job (the passes' order: test_profile_passes_rank_by_process)
+    # two processes a job (the passes' order: test_profile_passes_rank_by_process), and the
+    # top-up's processes of undecided verdicts' jobs after them (numbered 2, 3, ...)
     profiled = metrics[metrics["kind"] == "profile"].drop_duplicates("source")
-    per_job = profiled.groupby(["variant", "dtype", "device", "batch", "seq_len", "hidden_size"])
-    assert set(profiled["process"]) == {0, 1} and per_job["process"].nunique().eq(2).all()
+    topped = profiled["source"].str.startswith("ci/topup/")
+    base = profiled[~topped]
+    per_job = base.groupby(["variant", "dtype", "device", "batch", "seq_len", "hidden_size"])
+    assert set(base["process"]) == {0, 1} and per_job["process"].nunique().eq(2).all()
+    assert (profiled.loc[topped, "process"] >= 2).all()
+    assert "undecided" in (results / "ci" / "logs" / "topup.log").read_text()
     assert (results / "pyperf" / "ci.json").is_file()
     cuda = metrics[(metrics["device"] == "cuda") & (metrics["kind"] == "profile")]
     assert len(cuda) and set(cuda["status"]) <= {"skipped", "ok"}

@@ -203,8 +203,8 @@ def records_of(rule, jobs: list[dict]) -> list[str]:
     return [path.format(run=RUN, **job) for job in jobs for path in rule.output]
 
 
-def run_records(wildcards) -> list[str]:
-    """Every record this config asks of this run (the aggregate also reads other runs)."""
+def measured_records(wildcards) -> list[str]:
+    """Every record of this run's measurement jobs: what the top-up judges the verdicts on."""
     return (
         [path.format(run=RUN) for rule in VERIFY_RULES for path in rule.output]
         + records_of(rules.train, TRAIN_JOBS)
@@ -217,3 +217,9 @@ def run_records(wildcards) -> list[str]:
         + records_of(rules.autobatch, AUTOBATCH_JOBS)
         + records_of(rules.varlen, VARLEN_JOBS)
     )
+
+
+def run_records(wildcards) -> list[str]:
+    """Every record this config asks of this run (the aggregate also reads other runs): the
+    measurement jobs' and the top-up's folder."""
+    return measured_records(wildcards) + [f"results/{RUN}/topup"]

@@ -81,3 +81,29 @@ rule profile:
         "--phase forward backward step --threads {wildcards.threads} --seed {params.seed} "
         "--process {wildcards.process} {params.timing} {params.split} {params.native} "
         "--peak {input.peak} --out '{params.out}' > {log} 2>&1"
+
+
+# After every other measurement of the run: the verdicts whose speed interval still crosses
+# the threshold get more processes of their jobs, step by step, within topup_budget_s
+# (rnnopt.cli.topup). A timing job: it takes every core, and runs one process at a time.
+rule topup:
+    input:
+        measured_records,
+    output:
+        directory("results/{run}/topup"),
+    log:
+        "results/{run}/logs/topup.log",
+    params:
+        budget=config["timing"]["topup_budget_s"],
+        max_processes=config["timing"]["topup_max_repeats"],
+        verdicts=VERDICT_FLAGS,
+        caches=compile_caches,
+        source=MEASURE_SOURCE,
+    threads: all_cores
+    resources:
+        mem_mb=topup_mem_mb,
+        runtime=topup_runtime_min,
+    shell:
+        "{params.caches} "
+        "python -m rnnopt topup results/{wildcards.run} --budget-s {params.budget} "
+        "--max-processes {params.max_processes} {params.verdicts} > {log} 2>&1"

@@ -120,3 +120,15 @@ def verify_runtime_min(device: str) -> int:
     """--time of the verify job of `device`: one start-up, and each record's own minutes."""
     extra = verify_resource(lambda job: job_runtime_min(job) - JOB_BASE_RUNTIME_MIN, sum, device)
     return JOB_BASE_RUNTIME_MIN + extra
+
+def topup_mem_mb(wildcards) -> int:
+    """--mem of the top-up: the most any profile job of the run asks (it runs them again)."""
+    asks = [job_mem_mb(SimpleNamespace(**job)) for job in PROFILE_JOBS]
+    return max(asks, default=JOB_BASE_MEM_MB)
+
+
+def topup_runtime_min(wildcards) -> int:
+    """--time of the top-up: its budget, plus the longest profile job (one may start at the
+    budget's end)."""
+    longest = max((job_runtime_min(SimpleNamespace(**job)) for job in PROFILE_JOBS), default=0)
+    return JOB_BASE_RUNTIME_MIN + math.ceil(config["timing"]["topup_budget_s"] / 60) + longest

@@ -17,6 +17,7 @@ COMMANDS = (
     "verify",
     "train",
     "profile",
+    "topup",
     "memory",
     "peak",
     "timer-check",

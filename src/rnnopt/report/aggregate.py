@@ -27,6 +27,7 @@ STAGES = (
     "verify",
     "train",
     "profile",
+    "topup",  # more profile processes for the verdicts that three could not decide
     "memory",
     "peak",
     "timer-check",
@@ -87,10 +88,12 @@ def flatten(metrics: dict, prefix: str = "") -> dict[str, float]:
     return flat
 
 
-def record_paths(results: Path) -> list[Path]:
-    """Record files of every run, in a stable order; hidden files (partial writes) left out."""
+def record_paths(results: Path, run: str | None = None) -> list[Path]:
+    """Record files of every run (or of `run`), in a stable order; hidden files (partial
+    writes) left out."""
     paths = []
-    for run_dir in sorted(p for p in results.iterdir() if p.is_dir()):
+    run_dirs = [results / run] if run else sorted(p for p in results.iterdir() if p.is_dir())
+    for run_dir in run_dirs:
         for stage in STAGES:
             stage_dir = run_dir / stage
             if stage_dir.is_dir():
@@ -182,15 +185,18 @@ def check_one_machine(
         )
 
 
-def collect(results: str | os.PathLike) -> tuple[pd.DataFrame, pd.DataFrame]:
-    """(metrics, series) of every record under `results`; UserError for an invalid record."""
+def collect(
+    results: str | os.PathLike, paths: list[Path] | None = None
+) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """(metrics, series) of every record under `results` (or of `paths`, records under it);
+    UserError for an invalid record."""
     results = Path(results)
     if not results.is_dir():
         raise UserError(f"{results}: no such results directory")
     metric_rows: list[dict] = []
     series_rows: list[dict] = []
     hardware: dict[str, tuple[str, str]] = {}
-    for path in record_paths(results):
+    for path in record_paths(results) if paths is None else paths:
         record = load(path)
         relative = path.relative_to(results)
         columns = describe(record, relative)

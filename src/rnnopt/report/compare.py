@@ -3,7 +3,8 @@ processes, each memory row's exact peak ratio, and the comparison-table verdicts
 
 A result set is a run folder (results/<run>/) or a results folder holding one run. A profile
 row is (variant, dtype, device, phase, shape, threads); its processes are its ok records, each
-summarised by its median (intervals.py says why the process is the unit). Memory peaks (memray)
+summarised by its process time (the 10th percentile of its calls: rnnopt.report.wide.PROCESS_TIME;
+intervals.py says why the process is the unit). Memory peaks (memray)
 are deterministic, byte-equal from run to run, so their ratio is exact and needs no interval.
 """
 
@@ -229,7 +230,7 @@ def summary(comparison: Comparison) -> str:
 
 def numbers(comparison: Comparison) -> pd.DataFrame:
     """The profile and memory rows in one table, `metric` time (a, b: ms, the geometric mean
-    of process medians) or peak_mib (a, b: MiB)."""
+    of process times) or peak_mib (a, b: MiB)."""
     return pd.concat(
         [
             comparison.profile.assign(metric=TIME),
@@ -297,7 +298,8 @@ def markdown(comparison: Comparison, a: str, b: str, threshold: float, confidenc
         summary(comparison),
         "",
         f"A: {a}; B: {b}. A time ratio B/A is the ratio of the geometric means of the process "
-        f"medians, with its {confidence:.0%} Welch interval over processes: B is slower when the "
+        "times (each the 10th percentile of its calls), with its "
+        f"{confidence:.0%} Welch interval over processes: B is slower when the "
         f"whole interval lies above {upper}, faster when below {lower}, no significant change "
         f"when inside {lower}-{upper} (threshold {threshold:.0%}), inconclusive otherwise. "
         "Memory peaks are deterministic: their ratio is exact.",

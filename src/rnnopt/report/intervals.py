@@ -4,11 +4,12 @@ the rule that turns an interval into a verdict.
 The unit of replication is the process. Calls inside one process share its memory layout, its
 kernel choices and the host's state while it ran, so they say little about the next process:
 intervals built from one process's calls excluded the next run's median for more than half the
-speedups (issue 24). So each process is summarised by the median of its per-call samples, and a
-side of a comparison is the list of its processes' medians.
+speedups (issue 24). So each process is summarised by one time (rnnopt.report.wide.PROCESS_TIME:
+the 10th percentile of its calls), and a side of a comparison is the list of its processes'
+times.
 
 Method (a two-stage analysis of nested samples): the ratio is exp(mean log a - mean log b), the
-ratio of the two sides' geometric means of process medians; its interval is Welch's t interval
+ratio of the two sides' geometric means of process times; its interval is Welch's t interval
 of the difference of mean logs (Welch-Satterthwaite degrees of freedom), exponentiated. It needs
 at least two processes a side: with one there is no between-process spread, so no interval and
 no verdict. With three processes a side the t quantile is large (2.8 at 4 degrees of freedom,
@@ -40,7 +41,7 @@ FASTER, SLOWER, SAME, INCONCLUSIVE = "faster", "slower", "no meaningful differen
 class Interval:
     """A ratio with its confidence interval; low and high are None without one (one process)."""
 
-    median: float  # the estimate (a ratio of geometric means of process medians)
+    median: float  # the estimate (a ratio of geometric means of process times)
     low: float | None = None
     high: float | None = None
     processes: tuple[int, int] = (1, 1)  # processes of the numerator's and denominator's side

@@ -23,6 +23,8 @@ from rnnopt.report.intervals import CONFIDENCE, Interval, ratio_interval
 from rnnopt.report.wide import label, preferred, shape_label
 
 MATCH_KEYS = ("cell", "task", "phase", *SHAPE_KEYS, "threads")
+# What names one profile job (its processes apart): the key `rnnopt topup` adds processes to.
+JOB_KEYS = ("variant", "dtype", "device", *SHAPE_KEYS, "threads")
 PEAK_METRIC = "peak_mib"
 ALLOC_METRIC = "tracemalloc.numpy_blocks_per_step"
 
@@ -47,6 +49,8 @@ class Outcome:
     by_shape: dict[str, Outcome] = field(default_factory=dict)
     missing: list[str] = field(default_factory=list)  # why something is not measured
     unverified: list[str] = field(default_factory=list)  # variants that failed verification
+    # The profile jobs of both sides that the speedup rests on (JOB_KEYS values each).
+    jobs: tuple[tuple, ...] = ()
 
 
 @dataclass
@@ -174,11 +178,22 @@ def _unverified(data: RunData, matched: pd.DataFrame, run: str) -> list[str]:
     return sorted(names)
 
 
+def _jobs(timed: pd.DataFrame) -> tuple[tuple, ...]:
+    """The profile jobs of both sides of matched pairs, candidates first, each once."""
+    found = []
+    for suffix in ("_c", "_b"):
+        columns = [f"{key}{suffix}" if f"{key}{suffix}" in timed else key for key in JOB_KEYS]
+        found += [tuple(row) for row in timed[columns].itertuples(index=False)]
+    return tuple(dict.fromkeys(found))
+
+
 def _measured(
     comparison: Comparison, timed: pd.DataFrame, held: pd.DataFrame, confidence: float
 ) -> Outcome:
     """Speed, GC share, memory ratio and allocations of matched profile / memory pairs."""
     outcome = Outcome(speedup=speedup(timed, confidence), memory_ratio=ratio(held, PEAK_METRIC))
+    if not timed.empty:
+        outcome.jobs = _jobs(timed)
     if "gc" in comparison.criteria and not timed.empty:
         shares = [
             (_col(timed, f"gc.pause_ms{s}") / _col(timed, f"time_ms.n{s}"))

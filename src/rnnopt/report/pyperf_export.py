@@ -49,7 +49,9 @@ def _profile_records(run_dir: Path) -> list[dict]:
         raise UserError(f"{run_dir}: no such folder")
     if not profile.is_dir():
         raise UserError(f"{run_dir}: no profile/ folder in it (expected a run: results/<run>/)")
-    paths = sorted(p for p in profile.rglob("*.json") if not p.name.startswith("."))
+    # the top-up's processes (rnnopt topup) are more processes of the same jobs
+    folders = (profile, run_dir / "topup")
+    paths = sorted(p for f in folders for p in f.rglob("*.json") if not p.name.startswith("."))
     return [load(path) for path in paths]
 
 

@@ -180,6 +180,7 @@ def per_shape(outcome: Outcome, shaped: Outcome) -> Outcome:
         memory_ratio=shaped.memory_ratio,
         allocations=shaped.allocations,
         gc_share=shaped.gc_share,
+        jobs=shaped.jobs,
         by_shape={},
     )
 

@@ -1,0 +1,42 @@
+"""The figures of docs/intervals.md, "Undecided verdicts get more processes": how often two runs
+agree on a verdict, without and with the top-up, on synthetic process times.
+
+Each run: 3 processes a side whose log times scatter by SD between processes; a process is
+slowed by 5-30% with probability SPELL (a slow spell). With the top-up, one more process a
+side while the verdict is inconclusive, up to 20. The interval and the rule are the report's
+(rnnopt.report.intervals). Run: .venv/bin/python docs/simulate_topup.py (about a minute).
+"""
+
+import numpy as np
+
+from rnnopt.report.intervals import FASTER, SAME, SLOWER, classify, ratio_interval
+
+SD, SPELL, RUNS, CAP = 0.015, 0.05, 3000, 20
+rng = np.random.default_rng(4)
+
+
+def times(n: int, speedup: float) -> list[float]:
+    slowed = rng.uniform(0.05, 0.30, n) * (rng.random(n) < SPELL)
+    return list(np.exp(-np.log(speedup) + rng.normal(0, SD, n) + slowed))
+
+
+def verdict(speedup: float, cap: int) -> str:
+    base, cand = times(3, 1.0), times(3, speedup)
+    found = ratio_interval(base, cand)
+    while classify(found) == "inconclusive" and len(base) < cap:
+        base += times(1, 1.0)
+        cand += times(1, speedup)
+        found = ratio_interval(base, cand)
+    return classify(found)
+
+
+for speedup in (0.76, 1.03, 1.05, 1.066, 1.10, 1.13):
+    cells = []
+    for name, cap in (("3 processes", 3), ("top-up", CAP)):
+        found = [verdict(speedup, cap) for _ in range(RUNS)]
+        agree = np.mean([a == b for a, b in zip(found[::2], found[1::2], strict=True)])
+        wrong = (SAME, SLOWER) if speedup > 1.05 else (FASTER,) if speedup < 1.05 else ()
+        decided = np.mean([v in (FASTER, SAME, SLOWER) for v in found])
+        bad = np.mean([v in wrong for v in found]) if wrong else decided
+        cells.append(f"{name}: agree {agree:.2f}, wrong {bad:.3f}")
+    print(f"{speedup:.3f}x: " + "; ".join(cells))

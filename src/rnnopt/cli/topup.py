@@ -1,0 +1,184 @@
+"""`rnnopt topup results/<run>`: more processes for the verdicts that the run could not decide.
+
+A speed verdict is inconclusive when its interval crosses the threshold
+(rnnopt.report.undecided). In rounds, each profile job that such a verdict rests on is timed in
+one more process (the same command as the workflow's profile job, but the GEMM-only split),
+then the verdicts are judged again: a verdict leaves the rounds once its interval clears the
+threshold, or its jobs reach --max-processes. No process starts once --budget-s seconds have
+passed, nor one whose job's last process would not fit in what is left. The records go to
+results/<run>/topup/, read with the run's profile records (process numbers after the base
+passes). docs/intervals.md ("Undecided verdicts") gives the rule and its cost to the intervals.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from rnnopt.cli.common import (
+    add_verdict_arguments,
+    non_negative_float,
+    positive_int,
+    verdict_settings,
+)
+from rnnopt.errors import UserError
+
+TOPUP = "topup"  # the folder under results/<run>/ (a record stage of rnnopt.report.aggregate)
+
+
+def register(subparsers) -> None:
+    parser = subparsers.add_parser(
+        "topup", help="time undecided verdicts' jobs in more processes", description=__doc__
+    )
+    parser.add_argument("run_dir", metavar="RUN", help="the run's folder: results/<run>/")
+    parser.add_argument(
+        "--budget-s",
+        type=non_negative_float,
+        default=45.0,
+        help="seconds of extra processes at most: none starts that would not fit (default 45)",
+    )
+    parser.add_argument(
+        "--max-processes",
+        type=positive_int,
+        default=20,
+        help="processes a job reaches at most, its base passes included (default 20)",
+    )
+    add_verdict_arguments(parser)
+    parser.set_defaults(func=run)
+
+
+def job_folder(job: tuple) -> str:
+    """<variant>/<device>-<dtype>/b..-t..-i..-h..: the profile rule's folder of a job."""
+    variant, dtype, device, batch, seq_len, input_size, hidden_size, _ = job
+    return f"{variant}/{device}-{dtype}/b{batch}-t{seq_len}-i{input_size}-h{hidden_size}"
+
+
+def profile_command(config: dict, process: int, out_folder: Path) -> list[str]:
+    """The profile command of one more process of the job whose record config is `config`:
+    its flags, but --process, --out and no GEMM-only split (the verdict needs the step)."""
+    command = [sys.executable, "-m", "rnnopt", "--isolate", "profile"]
+    for flag in ("variant", "dtype", "device", "batch", "seq_len", "input_size", "hidden_size"):
+        command += [f"--{flag.replace('_', '-')}", str(config[flag])]
+    command += ["--phase", "forward", "backward", "step", "--threads", str(config["threads"])]
+    command += ["--seed", str(config["seed"]), "--process", str(process)]
+    for flag in ("min_time_s", "min_calls", "max_warmup_calls"):
+        command += [f"--{flag.replace('_', '-')}", str(config[flag])]
+    command += ["--split-phases"]
+    if config.get("peak"):
+        command += ["--peak", str(config["peak"])]
+    if config.get("native_only"):
+        command.append("--native-only")
+    name = f"{{phase}}-threads{config['threads']}-p{process}.json"
+    return [*command, "--out", str(out_folder / name)]
+
+
+class Run:
+    """One run's records, read once and grown by the records each new process writes."""
+
+    def __init__(self, run_dir: Path) -> None:
+        from rnnopt.report.aggregate import collect, record_paths
+
+        if not (run_dir / "profile").is_dir():
+            raise UserError(f"{run_dir}: no profile/ folder in it (expected results/<run>/)")
+        self.results, self.name = run_dir.parent, run_dir.name
+        self.folder = run_dir / TOPUP
+        self._collect = collect
+        self.metrics = collect(self.results, record_paths(self.results, self.name))[0]
+
+    def add(self, paths: list[Path]) -> None:
+        import pandas as pd
+
+        new = self._collect(self.results, paths)[0]
+        self.metrics = pd.concat([self.metrics, new], ignore_index=True)
+
+    def _rows(self, job: tuple):
+        from rnnopt.report.outcomes import JOB_KEYS
+
+        frame = self.metrics[self.metrics["kind"] == "profile"]
+        for key, value in zip(JOB_KEYS, job, strict=True):
+            frame = frame[frame[key] == value]
+        return frame
+
+    def processes(self, job: tuple) -> int:
+        """Processes of the job with a record, any status."""
+        return self._rows(job)["process"].nunique()
+
+    def next_process(self, job: tuple) -> int:
+        return int(self._rows(job)["process"].max()) + 1
+
+    def base_config(self, job: tuple) -> dict:
+        """The record config of the job's first process: the flags every process shares."""
+        rows = self._rows(job)
+        steps = rows[rows["phase"] == "step"].sort_values("process")
+        source = self.results / steps["source"].iloc[0]
+        return json.loads(source.read_text())["config"]
+
+
+def measure_one(run: Run, job: tuple) -> None:
+    """Time the job in one more process; its records join the run."""
+    process = run.next_process(job)
+    out_folder = run.folder / job_folder(job)
+    command = profile_command(run.base_config(job), process, out_folder)
+    status = subprocess.run(command, check=False).returncode
+    if status != 0:
+        raise UserError(f"profile process {process} of {job_folder(job)} exited {status}")
+    run.add(sorted(out_folder.glob(f"*-p{process}.json")))
+
+
+def topup(
+    run: Run,
+    budget_s: float,
+    max_processes: int,
+    threshold: float,
+    confidence: float,
+    measure=measure_one,
+    clock=time.monotonic,
+) -> list:
+    """Steps of one more process per job of an undecided verdict, until none is undecided,
+    its jobs reach max_processes, or the budget is spent; the verdicts still undecided.
+
+    Each step goes to the undecided verdict that has had the fewest seconds so far (of those
+    whose jobs' last processes fit in what is left of the budget): a verdict of cheap jobs is
+    not starved by one whose process takes seconds."""
+    from rnnopt.report.undecided import undecided
+
+    start, spent, cost = clock(), {}, {}
+    while True:
+        open_ = undecided(run.metrics, threshold, confidence)
+        steps = []
+        for row in open_:
+            jobs = [job for job in row.jobs if run.processes(job) < max_processes]
+            if jobs:
+                steps.append((spent.get(row.key, 0.0), len(steps), row, jobs))
+        left = budget_s - (clock() - start)
+        fitting = [s for s in sorted(steps) if sum(cost.get(j, 0.0) for j in s[3]) < left]
+        if not fitting:
+            why = "budget spent" if steps else "nothing left to decide"
+            print(f"{why}; undecided: {len(open_)}" + "".join(f"\n  {r}" for r in open_))
+            return open_
+        _, _, row, jobs = fitting[0]
+        for job in jobs:
+            began = clock()
+            measure(run, job)
+            cost[job] = clock() - began
+            spent[row.key] = spent.get(row.key, 0.0) + cost[job]
+        print(f"+1 process of {len(jobs)} jobs for {row} ({spent[row.key]:.0f} s so far)")
+
+
+def run(args) -> int:
+    threshold, confidence = verdict_settings(args)
+    run_dir = Path(args.run_dir)
+    if not run_dir.is_dir():
+        raise UserError(f"{run_dir}: no such folder")
+    started = time.monotonic()
+    records = Run(run_dir)
+    try:
+        records.folder.mkdir(parents=True, exist_ok=True)
+    except OSError as error:
+        raise UserError(f"{records.folder}: cannot write ({error.strerror or error})") from None
+    left = topup(records, args.budget_s, args.max_processes, threshold, confidence)
+    print(f"rnnopt topup: {time.monotonic() - started:.0f} s; {len(left)} verdicts undecided")
+    return 0
