@@ -103,7 +103,6 @@ rule topup:
     resources:
         mem_mb=topup_mem_mb,
         runtime=topup_runtime_min,
-        gpu=topup_gpus,
     shell:
         "{params.caches} "
         "python -m rnnopt topup results/{wildcards.run} --budget-s {params.budget} "

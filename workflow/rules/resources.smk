@@ -121,7 +121,6 @@ def verify_runtime_min(device: str) -> int:
     extra = verify_resource(lambda job: job_runtime_min(job) - JOB_BASE_RUNTIME_MIN, sum, device)
     return JOB_BASE_RUNTIME_MIN + extra
 
-
 def topup_mem_mb(wildcards) -> int:
     """--mem of the top-up: the most any profile job of the run asks (it runs them again)."""
     asks = [job_mem_mb(SimpleNamespace(**job)) for job in PROFILE_JOBS]
@@ -133,8 +132,3 @@ def topup_runtime_min(wildcards) -> int:
     budget's end)."""
     longest = max((job_runtime_min(SimpleNamespace(**job)) for job in PROFILE_JOBS), default=0)
     return JOB_BASE_RUNTIME_MIN + math.ceil(config["timing"]["topup_budget_s"] / 60) + longest
-
-
-def topup_gpus(wildcards) -> int:
-    """GPUs of the top-up: those of the run's cuda profile jobs, whose processes it may add."""
-    return max((job_gpus(SimpleNamespace(**job)) for job in PROFILE_JOBS), default=0)
