@@ -1,13 +1,14 @@
 """`rnnopt topup results/<run>`: more processes for the verdicts that the run could not decide.
 
 A speed verdict is inconclusive when its interval crosses the threshold
-(rnnopt.report.undecided). In rounds, each profile job that such a verdict rests on is timed in
-one more process (the same command as the workflow's profile job, but the GEMM-only split),
-then the verdicts are judged again: a verdict leaves the rounds once its interval clears the
-threshold, or its jobs reach --max-processes. No process starts once --budget-s seconds have
-passed, nor one whose job's last process would not fit in what is left. The records go to
-results/<run>/topup/, read with the run's profile records (process numbers after the base
-passes). docs/intervals.md ("Undecided verdicts") gives the rule and its cost to the intervals.
+(rnnopt.report.undecided). Step by step, the undecided verdict that has had the fewest seconds
+so far gets one more process of each profile job it rests on (the same command as the
+workflow's profile job, but the GEMM-only split), then the verdicts are judged again: a verdict
+drops out once its interval clears the threshold, or its jobs reach --max-processes. No step
+starts that its jobs' last processes say would not fit in what is left of --budget-s. The
+records go to results/<run>/topup/, read with the run's profile records (process numbers after
+the base passes). docs/intervals.md ("Undecided verdicts") gives the rule and its cost to the
+intervals.
 """
 
 from __future__ import annotations
