@@ -12,7 +12,7 @@ import numpy as np
 from scipy import stats
 
 from rnnopt.cli import main
-from rnnopt.cli.topup import Run, job_folder, profile_command, topup
+from rnnopt.cli.topup import Run, profile_command, topup
 from rnnopt.records import make_record, write_record
 from rnnopt.report.intervals import classify, ratio_interval
 from rnnopt.report.undecided import undecided
@@ -40,6 +40,12 @@ CONFIG = {
     "peak": "results/cpu-x/peak/threads1.json",
     "native_only": False,
 }
+
+
+def job_folder(job: tuple) -> str:
+    """<variant>/<device>-<dtype>/b..-t..-i..-h..: the profile rule's folder of a job."""
+    variant, dtype, device, batch, seq_len, input_size, hidden_size, _ = job
+    return f"{variant}/{device}-{dtype}/b{batch}-t{seq_len}-i{input_size}-h{hidden_size}"
 
 
 def write_process(root, job, process, time_ms, stage="profile"):

@@ -27,7 +27,7 @@ from rnnopt.cli.common import (
 )
 from rnnopt.errors import UserError
 
-TOPUP = "topup"  # the folder under results/<run>/ (a record stage of rnnopt.report.aggregate)
+TOPUP = "topup"  # results/<run>/topup/: one of rnnopt.report.aggregate.PROFILE_STAGES
 
 
 def register(subparsers) -> None:
@@ -49,12 +49,6 @@ def register(subparsers) -> None:
     )
     add_verdict_arguments(parser)
     parser.set_defaults(func=run)
-
-
-def job_folder(job: tuple) -> str:
-    """<variant>/<device>-<dtype>/b..-t..-i..-h..: the profile rule's folder of a job."""
-    variant, dtype, device, batch, seq_len, input_size, hidden_size, _ = job
-    return f"{variant}/{device}-{dtype}/b{batch}-t{seq_len}-i{input_size}-h{hidden_size}"
 
 
 def profile_command(config: dict, process: int, out_folder: Path) -> list[str]:
@@ -110,22 +104,25 @@ class Run:
     def next_process(self, job: tuple) -> int:
         return int(self._rows(job)["process"].max()) + 1
 
-    def base_config(self, job: tuple) -> dict:
-        """The record config of the job's first process: the flags every process shares."""
+    def base(self, job: tuple) -> tuple[dict, Path]:
+        """The record config of the job's first process (the flags every process shares) and
+        the folder of its top-up records: the base records' folder under topup/ instead of
+        profile/."""
         rows = self._rows(job)
         steps = rows[rows["phase"] == "step"].sort_values("process")
         source = self.results / steps["source"].iloc[0]
-        return json.loads(source.read_text())["config"]
+        folder = source.parent.relative_to(self.results / self.name / "profile")
+        return json.loads(source.read_text())["config"], self.folder / folder
 
 
 def measure_one(run: Run, job: tuple) -> None:
     """Time the job in one more process; its records join the run."""
     process = run.next_process(job)
-    out_folder = run.folder / job_folder(job)
-    command = profile_command(run.base_config(job), process, out_folder)
+    config, out_folder = run.base(job)
+    command = profile_command(config, process, out_folder)
     status = subprocess.run(command, check=False).returncode
     if status != 0:
-        raise UserError(f"profile process {process} of {job_folder(job)} exited {status}")
+        raise UserError(f"profile process {process} of {out_folder} exited {status}")
     run.add(sorted(out_folder.glob(f"*-p{process}.json")))
 
 

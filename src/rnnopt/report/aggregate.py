@@ -22,12 +22,14 @@ from rnnopt.errors import UserError
 from rnnopt.models.flops import SHAPE_KEYS
 from rnnopt.records import SCHEMA_ID, parse_record, read_text, validate
 
+# The folders of profile records: the passes', and the top-up's more processes of the same jobs
+# for the verdicts the passes left undecided (rnnopt topup).
+PROFILE_STAGES = ("profile", "topup")
 # Directories under results/<run>/ that hold records (datasets, logs and caches do not).
 STAGES = (
     "verify",
     "train",
-    "profile",
-    "topup",  # more profile processes for the verdicts that three could not decide
+    *PROFILE_STAGES,
     "memory",
     "peak",
     "timer-check",

@@ -14,7 +14,7 @@ from pathlib import Path
 import pyperf
 
 from rnnopt.errors import UserError
-from rnnopt.report.aggregate import load
+from rnnopt.report.aggregate import PROFILE_STAGES, load
 from rnnopt.report.wide import DTYPE_SHORT, shape_text
 
 
@@ -49,8 +49,7 @@ def _profile_records(run_dir: Path) -> list[dict]:
         raise UserError(f"{run_dir}: no such folder")
     if not profile.is_dir():
         raise UserError(f"{run_dir}: no profile/ folder in it (expected a run: results/<run>/)")
-    # the top-up's processes (rnnopt topup) are more processes of the same jobs
-    folders = (profile, run_dir / "topup")
+    folders = [run_dir / stage for stage in PROFILE_STAGES]
     paths = sorted(p for f in folders for p in f.rglob("*.json") if not p.name.startswith("."))
     return [load(path) for path in paths]
 

@@ -2,7 +2,7 @@
 
 A verdict is undecided when its speed interval crosses the practical-significance threshold
 (rnnopt.report.intervals.classify gives "inconclusive") and no other criterion already fails
-it. More processes of both sides narrow that interval: `rnnopt topup` times them, in rounds,
+it. More processes of both sides narrow that interval: `rnnopt topup` times them, step by step,
 until the verdict is decided or its budget is spent (docs/intervals.md, "Undecided verdicts").
 """
 
