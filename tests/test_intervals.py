@@ -15,6 +15,7 @@ from rnnopt.report.intervals import (
     Interval,
     classify,
     geometric_mean,
+    processes_to_decide,
     ratio_interval,
 )
 
@@ -101,3 +102,34 @@ def test_a_larger_threshold_turns_small_effects_into_no_difference():
     assert classify(interval, 0.05) == FASTER
     assert classify(interval, 0.10) == SAME
     assert classify(interval, 0.08) == INCONCLUSIVE
+
+
+def spread_sides(processes: int, speedup: float, spread: float) -> tuple[list, list]:
+    """Baseline and candidate process times whose logs have the same standard deviation,
+    `spread`, at every number of processes: the spread that processes_to_decide assumes."""
+    z = np.arange(processes) - (processes - 1) / 2
+    z = z / z.std(ddof=1)
+    return list(10.0 * np.exp(spread * z)), list(10.0 / speedup * np.exp(spread * z))
+
+
+@pytest.mark.parametrize("speedup", [1.09, 1.02, 0.93])  # faster, no difference, slower
+def test_the_projected_processes_decide_when_the_spread_stays(speedup):
+    found = ratio_interval(*spread_sides(3, speedup, 0.03))
+    assert classify(found) == INCONCLUSIVE
+    need = processes_to_decide(found, most=60)
+    assert 3 < need <= 60
+    assert classify(ratio_interval(*spread_sides(need, speedup, 0.03))) != INCONCLUSIVE
+    assert classify(ratio_interval(*spread_sides(need - 1, speedup, 0.03))) == INCONCLUSIVE
+
+
+def test_no_number_of_processes_decides_an_estimate_on_the_threshold():
+    assert processes_to_decide(Interval(1.05, 1.03, 1.07, (3, 3))) is None
+    assert processes_to_decide(Interval(1 / 1.05, 0.93, 0.97, (3, 3))) is None
+    # near it, the cap is reached first
+    assert processes_to_decide(Interval(1.055, 1.0, 1.11, (3, 3)), most=20) is None
+    assert processes_to_decide(Interval(1.055, 1.0, 1.11, (3, 3)), most=2000) > 20
+    assert processes_to_decide(Interval(1.2)) is None  # one process: no spread to project
+
+
+def test_a_decided_interval_needs_the_processes_it_has():
+    assert processes_to_decide(Interval(1.2, 1.1, 1.3, (4, 5))) == 4

@@ -14,10 +14,13 @@ intervals.
 from __future__ import annotations
 
 import json
+import math
 import subprocess
 import sys
 import time
+from dataclasses import dataclass
 from pathlib import Path
+from statistics import median
 
 from rnnopt.cli.common import (
     add_verdict_arguments,
@@ -104,6 +107,13 @@ class Run:
     def next_process(self, job: tuple) -> int:
         return int(self._rows(job)["process"].max()) + 1
 
+    def loop_seconds(self, job: tuple) -> float:
+        """Seconds of the timing loop of the job's last process (its step record's
+        contention.wall_s): the cost of a process, but its start-up."""
+        rows = self._rows(job)
+        loops = rows[(rows["phase"] == "step") & (rows["metric"] == "contention.wall_s")]
+        return float(loops.sort_values("process")["value"].iloc[-1]) if len(loops) else 0.0
+
     def base(self, job: tuple) -> tuple[dict, Path]:
         """The record config of the job's first process (the flags every process shares) and
         the folder of its top-up records: the base records' folder under topup/ instead of
@@ -126,6 +136,58 @@ def measure_one(run: Run, job: tuple) -> None:
     run.add(sorted(out_folder.glob(f"*-p{process}.json")))
 
 
+@dataclass(frozen=True)
+class Plan:
+    """What deciding an undecided verdict would take if its estimate and spread stayed: `steps`
+    more processes of each of its jobs (rnnopt.report.intervals.processes_to_decide), at
+    `step_s` seconds a step; `spent_s`, the seconds its steps have taken so far."""
+
+    row: object  # rnnopt.report.undecided.Undecided
+    jobs: list[tuple]
+    steps: int | None  # None: more than the process cap
+    step_s: float
+    spent_s: float
+
+    @property
+    def cost_s(self) -> float:
+        return math.inf if self.steps is None else self.steps * self.step_s
+
+    @property
+    def priority(self) -> tuple[float, float]:
+        return self.cost_s, self.spent_s
+
+
+class Costs:
+    """Seconds a process of each job takes: what its last top-up process took, else its last
+    process's timing loop (Run.loop_seconds) plus the start-up seen so far (the median, over
+    top-up processes, of their seconds beyond their timing loop: imports, data, compiles)."""
+
+    def __init__(self, run: Run) -> None:
+        self.run, self.measured, self.start_ups = run, {}, []
+
+    def of(self, job: tuple) -> float:
+        if job in self.measured:
+            return self.measured[job]
+        return self.run.loop_seconds(job) + (median(self.start_ups) if self.start_ups else 0.0)
+
+    def add(self, job: tuple, seconds: float) -> None:
+        self.measured[job] = seconds
+        self.start_ups.append(max(0.0, seconds - self.run.loop_seconds(job)))
+
+
+def plan(run: Run, row, max_processes, threshold, confidence, costs, spent) -> Plan | None:
+    """The plan of one undecided verdict; None when its jobs are at the process cap."""
+    from rnnopt.report.intervals import processes_to_decide
+
+    jobs = [job for job in row.jobs if run.processes(job) < max_processes]
+    if not jobs:
+        return None
+    need = processes_to_decide(row.speedup, threshold, confidence, max_processes)
+    steps = None if need is None else max(1, need - row.speedup.n)
+    step_s = sum(costs.of(job) for job in jobs)
+    return Plan(row, jobs, steps, step_s, spent.get(row.key, 0.0))
+
+
 def topup(
     run: Run,
     budget_s: float,
@@ -136,34 +198,48 @@ def topup(
     clock=time.monotonic,
 ) -> list:
     """Steps of one more process per job of an undecided verdict, until none is undecided,
-    its jobs reach max_processes, or the budget is spent; the verdicts still undecided.
+    their jobs reach max_processes, or no next step fits in what is left of the budget; the
+    verdicts still undecided.
 
-    Each step goes to the undecided verdict that has had the fewest seconds so far (of those
-    whose jobs' last processes fit in what is left of the budget): a verdict of cheap jobs is
-    not starved by one whose process takes seconds."""
+    Each step goes to the verdict with the lowest projected cost of deciding (its plan: steps
+    still needed times the seconds a step takes), so a nearly decided verdict of cheap jobs
+    is not kept waiting by one that sits on the threshold; verdicts that the cap would not
+    decide either go last, the one with the fewest seconds so far first. The projection only
+    orders the steps: from three processes it is too unsure to leave a verdict out (a slow
+    spell in one process makes a clear 1.1x look out of reach; docs/intervals.md)."""
     from rnnopt.report.undecided import undecided
 
-    start, spent, cost = clock(), {}, {}
+    start, costs, spent = clock(), Costs(run), {}
     while True:
         open_ = undecided(run.metrics, threshold, confidence)
-        steps = []
-        for row in open_:
-            jobs = [job for job in row.jobs if run.processes(job) < max_processes]
-            if jobs:
-                steps.append((spent.get(row.key, 0.0), len(steps), row, jobs))
-        left = budget_s - (clock() - start)
-        fitting = [s for s in sorted(steps) if sum(cost.get(j, 0.0) for j in s[3]) < left]
-        if not fitting:
-            why = "budget spent" if steps else "nothing left to decide"
-            print(f"{why}; undecided: {len(open_)}" + "".join(f"\n  {r}" for r in open_))
+        if not open_:
+            print("nothing left to decide; undecided: 0")
             return open_
-        _, _, row, jobs = fitting[0]
-        for job in jobs:
+        plans = [
+            plan(run, row, max_processes, threshold, confidence, costs, spent) for row in open_
+        ]
+        left = budget_s - (clock() - start)
+        fitting = [p for p in plans if p is not None and p.step_s <= left]
+        if not fitting:
+            print(f"no step fits in the {max(left, 0):.0f} s left; undecided: {len(open_)}")
+            for row, found in zip(open_, plans, strict=True):
+                print(f"  {row}: {why_left(found, max_processes)}")
+            return open_
+        chosen = min(fitting, key=lambda p: p.priority)
+        for job in chosen.jobs:
             began = clock()
             measure(run, job)
-            cost[job] = clock() - began
-            spent[row.key] = spent.get(row.key, 0.0) + cost[job]
-        print(f"+1 process of {len(jobs)} jobs for {row} ({spent[row.key]:.0f} s so far)")
+            costs.add(job, clock() - began)
+            spent[chosen.row.key] = spent.get(chosen.row.key, 0.0) + costs.measured[job]
+        projected = "beyond the cap" if chosen.steps is None else f"{chosen.steps} more"
+        print(f"+1 process of {len(chosen.jobs)} jobs for {chosen.row} (projected: {projected})")
+
+
+def why_left(found: Plan | None, max_processes: int) -> str:
+    if found is None:
+        return f"its jobs have {max_processes} processes (the cap)"
+    projected = "beyond the cap" if found.steps is None else f"{found.steps} more a side"
+    return f"next step about {found.step_s:.0f} s; projected to decide: {projected}"
 
 
 def run(args) -> int:

@@ -107,3 +107,36 @@ def classify(interval: Interval, threshold: float = THRESHOLD) -> str | None:
     if interval.low >= lower and interval.high <= upper:
         return SAME
     return INCONCLUSIVE
+
+
+def processes_to_decide(
+    interval: Interval,
+    threshold: float = THRESHOLD,
+    confidence: float = CONFIDENCE,
+    most: int = 20,
+) -> int | None:
+    """Processes a side that would decide an inconclusive interval if its estimate and the
+    spread between processes stayed as they are: the fewest, up to `most`; None when even
+    `most` would not (the estimate sits on the threshold, or too near it for the spread).
+
+    Deciding needs a half-width (in log) below the estimate's distance to the nearer bound,
+    log(1 + t): beyond it for faster / slower, inside it for no meaningful difference. The
+    half-width shrinks as t_q(df) / sqrt(n); df is taken as 2 (n - 1), that of two sides of
+    equal spread, which never overstates the shrinking of the quantile."""
+    if not interval.has_interval:
+        return None
+    n = interval.n
+    centre, half = math.log(interval.median), math.log(interval.high / interval.median)
+    margin = abs(abs(centre) - math.log(1 + threshold))
+    if half < margin:
+        return n
+    if margin == 0:
+        return None
+
+    def quantile(processes: int) -> float:
+        return float(stats.t.ppf(0.5 + confidence / 2, 2 * (processes - 1)))
+
+    for more in range(n + 1, most + 1):
+        if half * quantile(more) / quantile(n) * math.sqrt(n / more) < margin:
+            return more
+    return None
