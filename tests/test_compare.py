@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import subprocess
 import sys
 
@@ -165,6 +166,10 @@ def test_changed_verdict_categories_are_listed(tmp_path, capsys, monkeypatch):
         "; 0 of 1 speedups of B inside A's interval; 1 verdicts changed"
     )
     assert "| supported: 1.4x | no meaningful difference: 1.02x |" in out.out
+    # the speedups table says which row fell outside
+    assert re.search(
+        r"\| 1\.40x \(1\.26-1\.54\) +\| 1\.02x \(0\.92-1\.12\) +\| \*\*no\*\* +\|", out.out
+    )
     same = verdict_rows(numbers(1.4, "supported"), numbers(1.3, "supported"))
     assert not same["changed"].any() and same["speedup_b"].tolist() == [1.3]
     assert same["inside"].tolist() == [True]  # 1.3 inside 1.26-1.54

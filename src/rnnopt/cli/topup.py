@@ -1,11 +1,13 @@
 """`rnnopt topup results/<run>`: more processes for the verdicts that the run could not decide.
 
 A speed verdict is inconclusive when its interval crosses the threshold
-(rnnopt.report.undecided). Step by step, the undecided verdict that has had the fewest seconds
-so far gets one more process of each profile job it rests on (the same command as the
-workflow's profile job, but the GEMM-only split), then the verdicts are judged again: a verdict
-drops out once its interval clears the threshold, or its jobs reach --max-processes. No step
-starts that its jobs' last processes say would not fit in what is left of --budget-s. The
+(rnnopt.report.undecided). Step by step, the undecided verdict cheapest to decide (the
+processes its interval says it still needs, times the seconds a step takes) gets one more
+process of each profile job it rests on (the same command as the workflow's profile job, but
+the GEMM-only split), then the verdicts are judged again: a verdict drops out once its interval
+clears the threshold, or its jobs reach --max-processes. No step starts that its jobs' cost
+(their last process, or their timing loop plus the start-up seen so far) says would not fit in
+what is left of --budget-s. The
 records go to results/<run>/topup/, read with the run's profile records (process numbers after
 the base passes). docs/intervals.md ("Undecided verdicts") gives the rule and its cost to the
 intervals.

@@ -276,6 +276,8 @@ def _verdict_tables(verdicts: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame]
     for side in ("a", "b"):
         numbers = verdicts[[f"speedup_{side}", f"low_{side}", f"high_{side}"]].values
         speedups[f"speedup {side.upper()}"] = [_speedup_text(*values) for values in numbers]
+    speedups["B inside A's interval"] = verdicts["inside"].map({True: "yes", False: "**no**"})
+    speedups["B inside A's interval"] = speedups["B inside A's interval"].fillna("-")
     for side in ("a", "b"):
         speedups[f"category {side.upper()}"] = verdicts[f"category_{side}"]
     changed = verdicts[verdicts["changed"]].rename(
