@@ -51,16 +51,16 @@ def job_folder(job: tuple) -> str:
 def write_process(root, job, process, time_ms, stage="profile", loop_s=1.0):
     """The step record of one process of `job`, every call taking time_ms, its timing loop
     loop_s seconds."""
-    variant, dtype = job[0], job[1]
+    variant, dtype, device = job[0], job[1], job[2]
     relative = f"{job_folder(job)}/step-threads1-p{process}.json"
     time = {"median": time_ms, "iqr": 0.0, "min": time_ms, "mean": time_ms, "n": 5}
     metrics = {"time_ms": time, "samples_ms": [time_ms] * 5, "contention": {"wall_s": loop_s}}
     record = make_record(
         "profile",
         seed=0,
-        config=CONFIG | {"variant": variant, "dtype": dtype, "process": process},
+        config=CONFIG | {"variant": variant, "dtype": dtype, "device": device, "process": process},
         metrics=metrics,
-        variant=FakeVariant(variant, dtype),
+        variant=FakeVariant(variant, dtype, device),
         env=ENV,
         phase="step",
         shape=SHAPE,
@@ -188,6 +188,25 @@ def test_a_verdict_on_the_threshold_waits_for_the_others(tmp_path):
     jobs = [job for job, _ in calls]
     assert JIT in jobs and NN in jobs
     assert max(i for i, job in enumerate(jobs) if job == JIT) < jobs.index(NN)
+
+
+def test_a_verdict_on_a_device_the_host_lacks_gets_no_process(tmp_path, capsys):
+    """A CUDA verdict undecided in the run's records, topped up on a host without CUDA (a CPU
+    node of a cluster): its processes would be recorded skipped, so it gets none, and the
+    CPU verdict is still decided."""
+    base_run(tmp_path)
+    cuda_nn, cuda_cell = (job[:2] + ("cuda",) + job[3:] for job in (NN, CELL))
+    for process, (nn, cell) in enumerate(zip((9.0, 9.4, 9.2), (10.0, 10.2, 9.8), strict=True)):
+        write_process(tmp_path, cuda_nn, process, nn)  # cuDNN vs cell loop: 1.09x, undecided
+        write_process(tmp_path, cuda_cell, process, cell)
+    run = Run(tmp_path / RUN)
+    assert len(undecided(run.metrics)) == 2
+    times = {JIT: itertools.cycle([9.15, 9.2]), CELL: itertools.cycle([10.0, 10.05])}
+    measure, calls = writer(times)
+    left = topup(run, 600, 20, 0.05, 0.95, measure=measure, has_device=lambda d: d == "cpu")
+    assert {job for job, _ in calls} == {JIT, CELL}
+    assert [row.speedup.n for row in left] == [3]
+    assert "its jobs need a cuda device, which this host lacks" in capsys.readouterr().out
 
 
 def test_the_command_repeats_the_base_process_flags_but_the_split():

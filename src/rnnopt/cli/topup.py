@@ -21,6 +21,7 @@ import subprocess
 import sys
 import time
 from dataclasses import dataclass
+from functools import cache
 from pathlib import Path
 from statistics import median
 
@@ -177,17 +178,35 @@ class Costs:
         self.start_ups.append(max(0.0, seconds - self.run.loop_seconds(job)))
 
 
-def plan(run: Run, row, max_processes, threshold, confidence, costs, spent) -> Plan | None:
-    """The plan of one undecided verdict; None when its jobs are at the process cap."""
+def plan(run: Run, row, settings: dict, costs: Costs, spent: dict, has_device) -> Plan | str:
+    """The plan of one undecided verdict, or why it can have no step: its jobs are at the
+    process cap, or need a device this host lacks (a CUDA verdict's top-up on a CPU node)."""
     from rnnopt.report.intervals import processes_to_decide
+    from rnnopt.report.outcomes import JOB_KEYS
 
-    jobs = [job for job in row.jobs if run.processes(job) < max_processes]
+    where = JOB_KEYS.index("device")
+    missing = sorted({job[where] for job in row.jobs if not has_device(job[where])})
+    if missing:
+        return f"its jobs need a {', '.join(missing)} device, which this host lacks"
+    most = settings["max_processes"]
+    jobs = [job for job in row.jobs if run.processes(job) < most]
     if not jobs:
-        return None
-    need = processes_to_decide(row.speedup, threshold, confidence, max_processes)
+        return f"its jobs have {most} processes (the cap)"
+    need = processes_to_decide(row.speedup, settings["threshold"], settings["confidence"], most)
     steps = None if need is None else max(1, need - row.speedup.n)
     step_s = sum(costs.of(job) for job in jobs)
     return Plan(row, jobs, steps, step_s, spent.get(row.key, 0.0))
+
+
+@cache
+def device_here(device: str) -> bool:
+    """Whether this host can run a job on `device` (cpu, or cuda without importing torch on a
+    host with no GPU driver)."""
+    if device != "cuda":
+        return True
+    from rnnopt.models.variants import cuda_available
+
+    return cuda_available()
 
 
 def topup(
@@ -198,6 +217,7 @@ def topup(
     confidence: float,
     measure=measure_one,
     clock=time.monotonic,
+    has_device=device_here,
 ) -> list:
     """Steps of one more process per job of an undecided verdict, until none is undecided,
     their jobs reach max_processes, or no next step fits in what is left of the budget; the
@@ -212,20 +232,19 @@ def topup(
     from rnnopt.report.undecided import undecided
 
     start, costs, spent = clock(), Costs(run), {}
+    settings = {"max_processes": max_processes, "threshold": threshold, "confidence": confidence}
     while True:
         open_ = undecided(run.metrics, threshold, confidence)
         if not open_:
             print("nothing left to decide; undecided: 0")
             return open_
-        plans = [
-            plan(run, row, max_processes, threshold, confidence, costs, spent) for row in open_
-        ]
+        plans = [plan(run, row, settings, costs, spent, has_device) for row in open_]
         left = budget_s - (clock() - start)
-        fitting = [p for p in plans if p is not None and p.step_s <= left]
+        fitting = [p for p in plans if isinstance(p, Plan) and p.step_s <= left]
         if not fitting:
             print(f"no step fits in the {max(left, 0):.0f} s left; undecided: {len(open_)}")
             for row, found in zip(open_, plans, strict=True):
-                print(f"  {row}: {why_left(found, max_processes)}")
+                print(f"  {row}: {why_left(found)}")
             return open_
         chosen = min(fitting, key=lambda p: p.priority)
         for job in chosen.jobs:
@@ -237,9 +256,9 @@ def topup(
         print(f"+1 process of {len(chosen.jobs)} jobs for {chosen.row} (projected: {projected})")
 
 
-def why_left(found: Plan | None, max_processes: int) -> str:
-    if found is None:
-        return f"its jobs have {max_processes} processes (the cap)"
+def why_left(found: Plan | str) -> str:
+    if isinstance(found, str):
+        return found
     projected = "beyond the cap" if found.steps is None else f"{found.steps} more a side"
     return f"next step about {found.step_s:.0f} s; projected to decide: {projected}"
 
