@@ -7,10 +7,9 @@ process of each profile job it rests on (the same command as the workflow's prof
 the GEMM-only split), then the verdicts are judged again: a verdict drops out once its interval
 clears the threshold, or its jobs reach --max-processes. No step starts that its jobs' cost
 (their last process, or their timing loop plus the start-up seen so far) says would not fit in
-what is left of --budget-s. The
-records go to results/<run>/topup/, read with the run's profile records (process numbers after
-the base passes). docs/intervals.md ("Undecided verdicts") gives the rule and its cost to the
-intervals.
+what is left of --budget-s. The records go to results/<run>/topup/, read with the run's
+profile records (process numbers after the base passes). docs/intervals.md ("Undecided
+verdicts") gives the rule and its cost to the intervals.
 """
 
 from __future__ import annotations
@@ -159,6 +158,10 @@ class Plan:
     def priority(self) -> tuple[float, float]:
         return self.cost_s, self.spent_s
 
+    @property
+    def projected(self) -> str:
+        return "beyond the cap" if self.steps is None else f"{self.steps} more a side"
+
 
 class Costs:
     """Seconds a process of each job takes: what its last top-up process took, else its last
@@ -252,15 +255,13 @@ def topup(
             measure(run, job)
             costs.add(job, clock() - began)
             spent[chosen.row.key] = spent.get(chosen.row.key, 0.0) + costs.measured[job]
-        projected = "beyond the cap" if chosen.steps is None else f"{chosen.steps} more"
-        print(f"+1 process of {len(chosen.jobs)} jobs for {chosen.row} (projected: {projected})")
+        print(f"+1 process of {len(chosen.jobs)} jobs for {chosen.row} ({chosen.projected})")
 
 
 def why_left(found: Plan | str) -> str:
     if isinstance(found, str):
         return found
-    projected = "beyond the cap" if found.steps is None else f"{found.steps} more a side"
-    return f"next step about {found.step_s:.0f} s; projected to decide: {projected}"
+    return f"next step about {found.step_s:.0f} s; projected to decide: {found.projected}"
 
 
 def run(args) -> int:
