@@ -14,6 +14,7 @@ from rnnopt.cli import main
 from rnnopt.records import make_record, write_record
 from rnnopt.report import table
 from rnnopt.report.compare import verdict_rows
+from rnnopt.report.intervals import ratio_interval
 from rnnopt.report.pyperf_export import export
 from tests.test_aggregate import ENV
 
@@ -231,3 +232,35 @@ def test_a_run_without_samples_cannot_be_exported(tmp_path, capsys):
     write(tmp_path / "results", "profile/x/step-threads1.json", "profile", {"time_ms": time_ms})
     assert main(["export-pyperf", str(run_dir), "--out", str(tmp_path / "x.json")]) == 2
     assert "no ok profile record with samples_ms" in capsys.readouterr().err
+
+
+def test_a_speedup_that_grew_beyond_both_runs_errors_is_larger():
+    """The change of a speedup between runs: B/A with the Welch interval of the two log
+    speedups (intervals.change_interval), judged by the threshold rule."""
+    a = ratio_interval([13.0, 13.2, 12.9], [10.0, 10.1, 9.9])
+    b = ratio_interval([13.0, 13.1, 12.8], [9.0, 9.1, 8.9])
+
+    def numbers(interval, se=True):
+        row = dict.fromkeys(NUMBER_COLUMNS) | {
+            "optimisation": "fusion",
+            "compared": "fused vs batched",
+            "shape": "small",
+            "speedup": interval.median,
+            "low": interval.low,
+            "high": interval.high,
+            "processes": 3,
+            "se_log": interval.se if se else None,
+            "welch_df": interval.df if se else None,
+            "verdict": "supported",
+            "category": "supported",
+        }
+        return pd.DataFrame([row], columns=list(NUMBER_COLUMNS))
+
+    grew = verdict_rows(numbers(a), numbers(b))
+    assert grew["speedup_change"].tolist() == ["larger"]
+    assert grew["change_ratio"].iloc[0] == pytest.approx(b.median / a.median)
+    assert grew["change_low"].iloc[0] > 1.05
+    assert verdict_rows(numbers(a), numbers(a))["speedup_change"].tolist() == [
+        "no significant change"
+    ]
+    assert verdict_rows(numbers(a, se=False), numbers(b))["speedup_change"].tolist() == ["-"]

@@ -13,6 +13,7 @@ from rnnopt.report.intervals import (
     SAME,
     SLOWER,
     Interval,
+    change_interval,
     classify,
     geometric_mean,
     processes_to_decide,
@@ -156,3 +157,30 @@ def test_a_rerun_lands_inside_the_first_runs_interval_less_often_than_its_confid
     three, twenty = inside(3), inside(20)
     assert 0.88 < three < 0.94
     assert 0.80 < twenty < 0.87
+
+
+def test_the_change_between_two_runs_covers_no_change_at_its_confidence():
+    """The rerun test that allows for B's own error: two runs of one speedup (three processes
+    a side each, no difference between the runs), change_interval(A, B) holds 1.0 in about
+    95% of pairs, where 'B inside A's interval' holds in about 91% (the test above)."""
+    rng = np.random.default_rng(12)
+
+    def one_run():
+        sides = rng.normal(0, 0.02, (2, 3))
+        return ratio_interval(list(13.0 * np.exp(sides[0])), list(10.0 * np.exp(sides[1])))
+
+    held = sum(
+        (found := change_interval(one_run(), one_run())).low <= 1.0 <= found.high
+        for _ in range(4000)
+    )
+    assert 0.935 < held / 4000 < 0.965
+
+
+def test_a_change_needs_two_welch_intervals():
+    a = ratio_interval([13.0, 13.2, 12.9], [10.0, 10.1, 9.9])
+    b = ratio_interval([13.0, 13.1, 12.8], [9.0, 9.1, 8.9])  # the speedup grew 1.11x
+    found = change_interval(a, b)
+    assert found.median == pytest.approx(b.median / a.median)
+    assert classify(found) == FASTER  # larger in B
+    assert found.se == pytest.approx(math.sqrt(a.se**2 + b.se**2))
+    assert change_interval(Interval(1.2, 1.1, 1.3, (3, 3)), b) is None  # a union: no se

@@ -28,6 +28,7 @@ from rnnopt.report.intervals import (
     SLOWER,
     THRESHOLD,
     Interval,
+    change_interval,
     classify,
     geometric_mean,
     ratio_interval,
@@ -38,6 +39,8 @@ KEY = ("variant", "dtype", "device", "phase", *SHAPE_KEYS, "threads")
 TIME, PEAK = "time", "peak_mib"  # the metrics --fail-on takes
 SLOWER_B, FASTER_B, NO_CHANGE = "slower", "faster", "no significant change"
 ONE_PROCESS = "one process: no interval"
+# A speedup's change B/A: "larger" when the optimisation pays more in B.
+SPEEDUP_CHANGE = {FASTER: "larger", SLOWER: "smaller", SAME: NO_CHANGE, INCONCLUSIVE: INCONCLUSIVE}
 # classify reads a ratio as a speedup: its "faster" is a ratio above 1 + threshold, and a time
 # ratio B/A above 1 + threshold means B takes longer.
 TIME_CHANGE = {
@@ -161,12 +164,47 @@ def _frame(rows: list[dict]) -> pd.DataFrame:
     return frame.astype({"low": float, "high": float, "regression": bool})
 
 
-def verdict_rows(numbers_a: pd.DataFrame, numbers_b: pd.DataFrame) -> pd.DataFrame:
+def _speedup_interval(row, side: str) -> Interval | None:
+    """One side's speedup of a verdict row as an Interval, its se and df where it has them."""
+    values = {k: row[f"{k}_{side}"] for k in ("speedup", "low", "high", "processes")}
+    welch = (row[f"se_log_{side}"], row[f"welch_df_{side}"])
+    if any(pd.isna(v) for v in (*values.values(), *welch)):
+        return None
+    processes = (int(values["processes"]),) * 2
+    return Interval(values["speedup"], values["low"], values["high"], processes, *welch)
+
+
+def verdict_rows(
+    numbers_a: pd.DataFrame,
+    numbers_b: pd.DataFrame,
+    threshold: float = THRESHOLD,
+    confidence: float = CONFIDENCE,
+) -> pd.DataFrame:
     """Comparison-table rows of both sides (table.comparison_numbers), paired by optimisation,
-    compared and shape; `changed` where the verdict's category differs."""
-    columns = [*MATCH, "speedup", "low", "high", "category", "verdict"]
+    compared and shape; `changed` where the verdict's category differs; the speedup's change
+    B/A (`change_ratio`, `change_low`, `change_high`: intervals.change_interval, where both
+    sides rest on one pair of jobs) and `speedup_change` by the threshold rule (SPEEDUP_CHANGE)."""
+    columns = [*MATCH, "speedup", "low", "high", "processes", "se_log", "welch_df"]
+    columns += ["category", "verdict"]
     paired = numbers_a[columns].merge(numbers_b[columns], on=list(MATCH), suffixes=("_a", "_b"))
     paired["changed"] = paired["category_a"] != paired["category_b"]
+    changes = []
+    for _, row in paired.iterrows():
+        before, after = _speedup_interval(row, "a"), _speedup_interval(row, "b")
+        found = (
+            None if before is None or after is None else change_interval(before, after, confidence)
+        )
+        if found is None:
+            changes.append((math.nan, math.nan, math.nan, NONE))
+        else:
+            category = SPEEDUP_CHANGE[classify(found, threshold)]
+            changes.append((found.median, found.low, found.high, category))
+    change = pd.DataFrame(
+        changes,
+        columns=["change_ratio", "change_low", "change_high", "speedup_change"],
+        index=paired.index,
+    )
+    paired = pd.concat([paired, change], axis=1)
     # Does the rerun land where A said it would: B's speedup inside A's interval (NA without
     # one on either side)?
     low, high, speedup = (paired[c].astype(float) for c in ("low_a", "high_a", "speedup_b"))
@@ -191,7 +229,9 @@ def compare(
         *(
             table.comparison_numbers(side, threshold=threshold, confidence=confidence)
             for side in (metrics_a, metrics_b)
-        )
+        ),
+        threshold,
+        confidence,
     )
     return Comparison(
         time_rows(times, threshold, confidence),
@@ -222,6 +262,14 @@ def summary(comparison: Comparison) -> str:
     inside = comparison.verdicts["inside"].dropna()
     if len(inside):
         text += f"; {int(inside.sum())} of {len(inside)} speedups of B inside A's interval"
+    moved = comparison.verdicts["speedup_change"].value_counts()
+    tested = int(sum(moved.get(c, 0) for c in SPEEDUP_CHANGE.values()))
+    if tested:
+        text += (
+            f"; speedups B/A: {moved.get('larger', 0)} larger, {moved.get('smaller', 0)} "
+            f"smaller, {moved.get(NO_CHANGE, 0)} no significant change, "
+            f"{moved.get(INCONCLUSIVE, 0)} inconclusive of {tested}"
+        )
     text += f"; {int(comparison.verdicts['changed'].sum())} verdicts changed"
     if comparison.only_a or comparison.only_b:
         text += f"; profile rows in A only {comparison.only_a}, in B only {comparison.only_b}"
@@ -278,6 +326,9 @@ def _verdict_tables(verdicts: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame]
         speedups[f"speedup {side.upper()}"] = [_speedup_text(*values) for values in numbers]
     speedups["B inside A's interval"] = verdicts["inside"].map({True: "yes", False: "**no**"})
     speedups["B inside A's interval"] = speedups["B inside A's interval"].fillna("-")
+    change = verdicts[["change_ratio", "change_low", "change_high"]].values
+    speedups["speedup B/A"] = [_speedup_text(*values) for values in change]
+    speedups["change"] = verdicts["speedup_change"]
     for side in ("a", "b"):
         speedups[f"category {side.upper()}"] = verdicts[f"category_{side}"]
     changed = verdicts[verdicts["changed"]].rename(
@@ -304,7 +355,11 @@ def markdown(comparison: Comparison, a: str, b: str, threshold: float, confidenc
         f"{confidence:.0%} Welch interval over processes: B is slower when the "
         f"whole interval lies above {upper}, faster when below {lower}, no significant change "
         f"when inside {lower}-{upper} (threshold {threshold:.0%}), inconclusive otherwise. "
-        "Memory peaks are deterministic: their ratio is exact.",
+        "Memory peaks are deterministic: their ratio is exact. A speedup's change B/A (where "
+        "each run's speedup rests on one pair of jobs) has the Welch interval of the "
+        "difference of the two log speedups, and is larger, smaller or no significant change "
+        "by the same threshold: the test of a rerun that allows for B's own error, which "
+        "'B inside A's interval' does not.",
         "",
     ]
     for title, frame in sections:

@@ -45,6 +45,10 @@ class Interval:
     low: float | None = None
     high: float | None = None
     processes: tuple[int, int] = (1, 1)  # processes of the numerator's and denominator's side
+    # The Welch interval's standard error of the log ratio and its degrees of freedom (None
+    # for an interval not built by ratio_interval): what change_interval combines.
+    se: float | None = None
+    df: float | None = None
 
     @property
     def has_interval(self) -> bool:
@@ -82,12 +86,32 @@ def ratio_interval(
     var_top, var_bottom = top.var(ddof=1) / len(top), bottom.var(ddof=1) / len(bottom)
     se = math.sqrt(var_top + var_bottom)
     if se == 0:
-        return Interval(estimate, estimate, estimate, processes)
+        return Interval(estimate, estimate, estimate, processes, 0.0, math.inf)
     df = (var_top + var_bottom) ** 2 / (
         var_top**2 / (len(top) - 1) + var_bottom**2 / (len(bottom) - 1)
     )
     half = float(stats.t.ppf(0.5 + confidence / 2, df)) * se
-    return Interval(estimate, estimate * math.exp(-half), estimate * math.exp(half), processes)
+    low, high = estimate * math.exp(-half), estimate * math.exp(half)
+    return Interval(estimate, low, high, processes, se, float(df))
+
+
+def change_interval(
+    before: Interval, after: Interval, confidence: float = CONFIDENCE
+) -> Interval | None:
+    """after / before for two independent ratios (one speedup in two runs), with the Welch
+    interval of the difference of their logs: variances add, degrees of freedom by
+    Welch-Satterthwaite from each side's. None unless both come from ratio_interval."""
+    if before.se is None or after.se is None or before.median <= 0 or after.median <= 0:
+        return None
+    estimate = after.median / before.median
+    variance = before.se**2 + after.se**2
+    processes = (min(after.processes), min(before.processes))
+    if variance == 0:
+        return Interval(estimate, estimate, estimate, processes, 0.0, math.inf)
+    df = variance**2 / (before.se**4 / before.df + after.se**4 / after.df)
+    half = float(stats.t.ppf(0.5 + confidence / 2, df)) * math.sqrt(variance)
+    low, high = estimate * math.exp(-half), estimate * math.exp(half)
+    return Interval(estimate, low, high, processes, math.sqrt(variance), float(df))
 
 
 def geometric_mean(values: Sequence[float]) -> float:

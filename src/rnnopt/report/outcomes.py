@@ -90,20 +90,24 @@ def _col(frame: pd.DataFrame, name: str) -> pd.Series:
 def pair_intervals(matched: pd.DataFrame, confidence: float = CONFIDENCE) -> pd.DataFrame:
     """Per pair: ratio = baseline time / candidate time (geometric means of the processes'
     times, rnnopt.report.wide.PROCESS_TIME),
-    its interval low-high over processes (NaN with one process a side) and `processes`, the
-    fewer processes of the two sides (rnnopt.report.intervals)."""
+    its interval low-high over processes (NaN with one process a side), `processes`, the
+    fewer processes of the two sides, and the interval's se_log and welch_df
+    (rnnopt.report.intervals)."""
     rows = []
     for base, cand in zip(matched["process_times_b"], matched["process_times_c"], strict=True):
         interval = ratio_interval(base, cand, confidence)
         if interval is None:
-            rows.append((math.nan, math.nan, math.nan, 0))
+            rows.append((math.nan, math.nan, math.nan, 0, math.nan, math.nan))
         else:
             low = interval.low if interval.has_interval else math.nan
             high = interval.high if interval.has_interval else math.nan
-            rows.append((interval.median, low, high, interval.n))
-    return pd.DataFrame(
-        rows, columns=["ratio", "low", "high", "processes"], index=matched.index
-    ).astype({"ratio": float, "low": float, "high": float})
+            se = math.nan if interval.se is None else interval.se
+            df = math.nan if interval.df is None else interval.df
+            rows.append((interval.median, low, high, interval.n, se, df))
+    columns = ["ratio", "low", "high", "processes", "se_log", "welch_df"]
+    return pd.DataFrame(rows, columns=columns, index=matched.index).astype(
+        {"ratio": float, "low": float, "high": float, "se_log": float, "welch_df": float}
+    )
 
 
 def speedup(matched: pd.DataFrame, confidence: float = CONFIDENCE) -> Interval | None:
@@ -120,6 +124,9 @@ def speedup(matched: pd.DataFrame, confidence: float = CONFIDENCE) -> Interval |
     if good["low"].isna().any():
         return Interval(estimate, processes=(processes, processes))
     low, high = float(good["low"].min()), float(good["high"].max())
+    if len(good) == 1 and good["se_log"].notna().all():  # one pair: its Welch interval
+        se, df = float(good["se_log"].iloc[0]), float(good["welch_df"].iloc[0])
+        return Interval(estimate, low, high, (processes, processes), se, df)
     return Interval(estimate, low, high, (processes, processes))
 
 

@@ -16,7 +16,8 @@ from rnnopt.report.wide import NONE, runs
 ALL_SHAPES = "all"  # comparison_numbers' row for the whole comparison (its verdict)
 COMPARISON_COLUMNS = (
     *("optimisation", "claim", "compared", "run", "shape"),
-    *("speedup", "low", "high", "processes", "speed", "memory_ratio", "verdict", "category"),
+    *("speedup", "low", "high", "processes", "se_log", "welch_df"),
+    *("speed", "memory_ratio", "verdict", "category"),
 )
 
 
@@ -113,6 +114,8 @@ def _numbers(outcome: Outcome) -> dict:
         "low": s.low if has else None,
         "high": s.high if has else None,
         "processes": s.n if s is not None else None,
+        "se_log": s.se if s is not None else None,
+        "welch_df": s.df if s is not None else None,
         "speed": _speed_cell(outcome),
         "memory_ratio": outcome.memory_ratio,
     }
@@ -127,8 +130,10 @@ def comparison_numbers(
     """The comparison table as numbers: one row per comparison, run and shape (shape `all`:
     the whole row, its verdict; then one row per shape of a row measured at several), with
     speedup, low, high (its interval; empty with one process), processes (of the side with
-    fewer), speed (the text), memory_ratio (exact: memray peaks are deterministic), verdict and
-    its category (verdicts.CATEGORIES)."""
+    fewer), se_log and welch_df (the standard error of the log speedup and its Welch degrees
+    of freedom, where the speedup rests on one pair of jobs: what `rnnopt compare` needs to
+    test a change between two runs), speed (the text), memory_ratio (exact: memray peaks are
+    deterministic), verdict and its category (verdicts.CATEGORIES)."""
     rows = []
     for comparison, run, outcome in outcomes(metrics, comparisons, confidence):
         described = {
@@ -151,7 +156,15 @@ def comparison_numbers(
                 | {"verdict": text, "category": verdict_category(text)}
             )
     return pd.DataFrame(rows, columns=COMPARISON_COLUMNS).astype(
-        {"speedup": float, "low": float, "high": float, "processes": "Int64", "memory_ratio": float}
+        {
+            "speedup": float,
+            "low": float,
+            "high": float,
+            "processes": "Int64",
+            "se_log": float,
+            "welch_df": float,
+            "memory_ratio": float,
+        }
     )
 
 
