@@ -264,3 +264,18 @@ def test_a_speedup_that_grew_beyond_both_runs_errors_is_larger():
         "no significant change"
     ]
     assert verdict_rows(numbers(a, se=False), numbers(b))["speedup_change"].tolist() == ["-"]
+
+
+def test_an_optimisation_that_pays_less_fails_the_speedup_gate(tmp_path, capsys):
+    """Hoisting (fused vs batched, float32) pays 1.25x in A; in B the fused rung is 1.3x
+    slower and it pays 0.96x: its speedup is smaller beyond the threshold."""
+    for root, fused_ms in ((tmp_path / "results-main", 4.0), (tmp_path / "results-upgrade", 5.2)):
+        write_profile(root, "numpy-lstm-fused", fused_ms)
+        write_profile(root, "numpy-lstm-batched", 5.0)
+    a, b = tmp_path / "results-main" / RUN, tmp_path / "results-upgrade" / RUN
+    status, out = compare(capsys, a, b, "--fail-on", "speedup")
+    assert status == 1
+    assert "1 speedup rows regress beyond 5%" in out.err
+    assert "speedups B/A: 0 larger, 1 smaller, 0 no significant change" in out.out
+    assert re.search(r"\| 0\.77x \(0\.\d\d-0\.\d\d\) +\| smaller +\|", out.out)
+    assert compare(capsys, b, a, "--fail-on", "speedup")[0] == 0  # the other way: larger

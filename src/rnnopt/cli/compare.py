@@ -3,7 +3,8 @@ holding one run): each profile row's time ratio B/A with its interval over proce
 memory peak's ratio, and the comparison-table verdicts that changed, as markdown.
 
 With --fail-on METRIC the exit status is 1 when a row of METRIC regresses beyond the
-threshold (a library upgrade gated in CI), 0 otherwise; 2 for bad flags or paths.
+threshold (a library upgrade gated in CI): a profile time or a memory peak larger in B, or an
+optimisation's speedup smaller in B; 0 otherwise; 2 for bad flags or paths.
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ from pathlib import Path
 from rnnopt.cli.common import add_verdict_arguments, verdict_settings
 from rnnopt.errors import UserError
 
-FAIL_ON = ("time", "peak_mib")
+FAIL_ON = ("time", "peak_mib", "speedup")  # rnnopt.report.compare.Comparison.regressions
 
 
 def register(subparsers) -> None:

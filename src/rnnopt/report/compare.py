@@ -36,7 +36,7 @@ from rnnopt.report.intervals import (
 from rnnopt.report.wide import NONE, label, process_time, records, shape_text, undisturbed
 
 KEY = ("variant", "dtype", "device", "phase", *SHAPE_KEYS, "threads")
-TIME, PEAK = "time", "peak_mib"  # the metrics --fail-on takes
+TIME, PEAK, SPEEDUP = "time", "peak_mib", "speedup"  # the metrics --fail-on takes
 SLOWER_B, FASTER_B, NO_CHANGE = "slower", "faster", "no significant change"
 ONE_PROCESS = "one process: no interval"
 # A speedup's change B/A: "larger" when the optimisation pays more in B.
@@ -58,7 +58,7 @@ MATCH = ("optimisation", "compared", "shape")  # what pairs comparison-table row
 class Comparison:
     """Rows of B against A. profile and memory: KEY, a, b, ratio, low, high, processes_a,
     processes_b, change, regression; verdicts: MATCH, speedup/low/high/category/verdict of
-    each side (suffixes _a, _b), changed."""
+    each side (suffixes _a, _b), changed, inside, change_ratio/low/high, speedup_change."""
 
     profile: pd.DataFrame
     memory: pd.DataFrame
@@ -67,6 +67,10 @@ class Comparison:
     only_b: int
 
     def regressions(self, metric: str) -> int:
+        """Rows of `metric` that regress beyond the threshold: a time or a memory peak larger
+        in B, an optimisation's speedup smaller in B (its change interval below the bound)."""
+        if metric == SPEEDUP:
+            return int((self.verdicts["speedup_change"] == "smaller").sum())
         rows = self.profile if metric == TIME else self.memory
         return int(rows["regression"].sum())
 
