@@ -1,6 +1,7 @@
 """`rnnopt compare A B`: result set B against result set A (a run folder, or a results folder
 holding one run): each profile row's time ratio B/A with its interval over processes, each
-memory peak's ratio, and the comparison-table verdicts that changed, as markdown.
+memory peak's ratio, each comparison-table speedup's change B/A with its interval, and the
+verdicts that changed, as markdown.
 
 With --fail-on METRIC the exit status is 1 when a row of METRIC regresses beyond the
 threshold (a library upgrade gated in CI): a profile time or a memory peak larger in B, or an
