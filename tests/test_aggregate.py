@@ -46,6 +46,11 @@ ANCHOR = {"batch": 16, "seq_len": 20, "input_size": 32, "hidden_size": 64}
 PROCESS_SPREAD = (0.99, 1.0, 1.01)
 
 
+def _probes(probe_ms) -> tuple[float, float]:
+    """The probes before and after a timing loop: one value for both, or a pair."""
+    return tuple(probe_ms) if isinstance(probe_ms, tuple) else (probe_ms, probe_ms)
+
+
 class FakeVariant:
     """What make_record reads from a Variant: describe()."""
 
@@ -118,7 +123,7 @@ class Results:
         **shape,
     ):
         """One record per process, process p's median `median_ms` x processes[p], its speed
-        probe probes[p] ms (1.0 by default)."""
+        probes probes[p] ms (1.0 by default; a pair: before and after its timing loop)."""
         probes = probes or [1.0] * len(processes)
         for process, (factor, probe) in enumerate(zip(processes, probes, strict=True)):
             self._profile_process(
@@ -177,7 +182,9 @@ class Results:
                 "peak_fraction": 0.1,
                 "compile_s": compile_s,
                 "gc": {"gen0": 3, "gen1": 0, "gen2": 0, "pause_ms": gc_pause_ms},
-                "contention": {"probe_before_ms": probe_ms, "probe_after_ms": probe_ms},
+                "contention": dict(
+                    zip(("probe_before_ms", "probe_after_ms"), _probes(probe_ms), strict=True)
+                ),
             }
         where = "b{batch}-t{seq_len}-i{input_size}-h{hidden_size}".format(**shape)
         self.write(

@@ -340,6 +340,32 @@ def test_a_process_timed_in_a_slow_spell_is_left_out(tmp_path):
     assert "1 slow spell left out" in variants.loc["numpy-lstm-fused", "time ms (process range)"]
 
 
+def test_a_spell_that_began_during_the_timing_loop_is_left_out_if_it_slowed_the_process(
+    tmp_path,
+):
+    """Only the probe after the timing loop read slow: the spell began during the loop. The
+    process is left out where its time is also above 1.10x its job's other processes (fused,
+    1.6x), and kept where it is not (batched, 1.03x: the spell came after its calls)."""
+    from rnnopt.report import wide
+    from tests.test_aggregate import Results
+
+    results = Results(tmp_path / "results")
+    began = (1.0, 1.0, (1.0, 1.5))
+    results.profile(
+        CPU_RUN, "numpy-lstm-fused", "float32", 2.0, processes=(1.0, 1.02, 1.6), probes=began
+    )
+    results.profile(
+        CPU_RUN, "numpy-lstm-batched", "float32", 3.0, processes=(1.0, 1.02, 1.03), probes=began
+    )
+    results.profile(CPU_RUN, "numpy-lstm-naive", "float64", 30.0)
+    metrics, _ = collect(tmp_path / "results")
+    rows = wide.records(metrics, "profile").set_index("variant")
+    fused = rows.loc["numpy-lstm-fused"]
+    assert (fused["processes"], fused["disturbed"]) == (2, 1)
+    assert rows.loc["numpy-lstm-batched", "processes"] == 3
+    assert rows.loc["numpy-lstm-batched", "disturbed"] == 0
+
+
 def test_a_process_counts_in_speedups_by_its_fast_calls(tmp_path):
     """A slow spell over most of one process's timing loop doubles its median but not the
     10th percentile of its calls, which is what speedups use (docs/intervals.md); records

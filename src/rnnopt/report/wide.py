@@ -70,18 +70,39 @@ PER_PROCESS = ("process", "status", "reason", "source")
 # A process whose speed probe (rnnopt.measure.contention) ran this much slower than the run's
 # usual probe timed during a slow spell of the host: left out while two processes remain.
 DISTURBED_PROBE = 1.25
+# ...or whose one probe did, the spell beginning or ending during its timing loop, and whose
+# time is this much above the median of its job's other processes (docs/intervals.md).
+DISTURBED_TIME = 1.10
 PROBE_COLUMNS = ("contention.probe_before_ms", "contention.probe_after_ms")
 
 
-def disturbed(frame: pd.DataFrame) -> pd.Series:
-    """Per profile row (one process): its probe above DISTURBED_PROBE x the median probe of
-    its run's ok rows. The faster of the probes before and after the timing loop: a slow spell
-    slows both, a momentary hiccup one. False where the records have no probe (older runs)."""
+def _others_median(values: pd.Series, groups: pd.Series) -> pd.Series:
+    """Per row, the median of the other rows' values in its group (NaN alone in it)."""
+    others = pd.Series(np.nan, index=values.index)
+    for rows in values.groupby(groups).groups.values():
+        group = values.loc[rows]
+        for row in rows:
+            others[row] = group.drop(row).median()
+    return others
+
+
+def disturbed(frame: pd.DataFrame, job: pd.Series) -> pd.Series:
+    """Per ok profile row (one process) of a job (`job`: its key per row), whether a slow spell
+    hit it: both probes, before and after its timing loop, above DISTURBED_PROBE x the median
+    (over the run's ok rows) of the faster probe (a spell over the whole loop; a momentary
+    hiccup slows one probe only); or one probe so, and the process's time above DISTURBED_TIME
+    x the median of its job's other processes (a spell that began or ended during the loop;
+    the time alone is no evidence, so a process no probe flags is never left out). False
+    where the records have no probe (older runs)."""
     if not set(PROBE_COLUMNS) <= set(frame.columns) or frame.empty:
         return pd.Series(False, index=frame.index)
-    probe = frame[list(PROBE_COLUMNS)].min(axis=1)
-    usual = probe.where(frame["status"] == "ok").groupby(frame["run"]).transform("median")
-    return (probe > DISTURBED_PROBE * usual).fillna(False)
+    ok = frame["status"] == "ok"
+    probes = frame[list(PROBE_COLUMNS)]
+    usual = probes.min(axis=1).where(ok).groupby(frame["run"]).transform("median")
+    high = probes.gt(DISTURBED_PROBE * usual, axis=0)
+    times = process_time(frame).where(ok)
+    slow = times > DISTURBED_TIME * _others_median(times[ok], job[ok]).reindex(frame.index)
+    return (ok & (high.all(axis=1) | (high.any(axis=1) & slow))).fillna(False)
 
 
 def undisturbed(frame: pd.DataFrame) -> pd.DataFrame:
@@ -93,7 +114,7 @@ def undisturbed(frame: pd.DataFrame) -> pd.DataFrame:
     job = pd.Series(
         ["|".join(map(str, row)) for row in frame[keys].itertuples(index=False)], frame.index
     )
-    slow = disturbed(frame) & (frame["status"] == "ok")
+    slow = disturbed(frame, job)
     kept_ok = ((frame["status"] == "ok") & ~slow).groupby(job).transform("sum")
     drop = slow & (kept_ok >= 2)
     left_out = drop.groupby(job).transform("sum")
