@@ -84,13 +84,27 @@ def ratio_interval(
     if min(processes) < 2:
         return Interval(estimate, processes=processes)
     var_top, var_bottom = top.var(ddof=1) / len(top), bottom.var(ddof=1) / len(bottom)
-    se = math.sqrt(var_top + var_bottom)
-    if se == 0:
-        return Interval(estimate, estimate, estimate, processes, 0.0, math.inf)
-    df = (var_top + var_bottom) ** 2 / (
-        var_top**2 / (len(top) - 1) + var_bottom**2 / (len(bottom) - 1)
+    variance = var_top + var_bottom
+    df = (
+        math.inf
+        if variance == 0
+        else variance**2 / (var_top**2 / (len(top) - 1) + var_bottom**2 / (len(bottom) - 1))
     )
-    half = float(stats.t.ppf(0.5 + confidence / 2, df)) * se
+    return _welch(estimate, variance, df, processes, confidence)
+
+
+def _quantile(confidence: float, df: float) -> float:
+    """The two-sided t quantile of `confidence` at df degrees of freedom."""
+    return float(stats.t.ppf(0.5 + confidence / 2, df))
+
+
+def _welch(
+    estimate: float, variance: float, df: float, processes: tuple[int, int], confidence: float
+) -> Interval:
+    """The interval estimate x exp(+-t_q(df) se) of a log ratio with `variance` (se^2); a
+    point where the variance is 0."""
+    se = math.sqrt(variance)
+    half = _quantile(confidence, df) * se
     low, high = estimate * math.exp(-half), estimate * math.exp(half)
     return Interval(estimate, low, high, processes, se, float(df))
 
@@ -103,15 +117,14 @@ def change_interval(
     Welch-Satterthwaite from each side's. None unless both come from ratio_interval."""
     if before.se is None or after.se is None or before.median <= 0 or after.median <= 0:
         return None
-    estimate = after.median / before.median
     variance = before.se**2 + after.se**2
+    df = (
+        math.inf
+        if variance == 0
+        else variance**2 / (before.se**4 / before.df + after.se**4 / after.df)
+    )
     processes = (min(after.processes), min(before.processes))
-    if variance == 0:
-        return Interval(estimate, estimate, estimate, processes, 0.0, math.inf)
-    df = variance**2 / (before.se**4 / before.df + after.se**4 / after.df)
-    half = float(stats.t.ppf(0.5 + confidence / 2, df)) * math.sqrt(variance)
-    low, high = estimate * math.exp(-half), estimate * math.exp(half)
-    return Interval(estimate, low, high, processes, math.sqrt(variance), float(df))
+    return _welch(after.median / before.median, variance, df, processes, confidence)
 
 
 def geometric_mean(values: Sequence[float]) -> float:
@@ -157,10 +170,8 @@ def processes_to_decide(
     if margin == 0:
         return None
 
-    def quantile(processes: int) -> float:
-        return float(stats.t.ppf(0.5 + confidence / 2, 2 * (processes - 1)))
-
+    now = _quantile(confidence, 2 * (n - 1))
     for more in range(n + 1, most + 1):
-        if half * quantile(more) / quantile(n) * math.sqrt(n / more) < margin:
+        if half * _quantile(confidence, 2 * (more - 1)) / now * math.sqrt(n / more) < margin:
             return more
     return None
