@@ -279,3 +279,21 @@ def test_an_optimisation_that_pays_less_fails_the_speedup_gate(tmp_path, capsys)
     assert "speedups B/A: 0 larger, 1 smaller, 0 no significant change" in out.out
     assert re.search(r"\| 0\.77x \(0\.\d\d-0\.\d\d\) +\| smaller +\|", out.out)
     assert compare(capsys, b, a, "--fail-on", "speedup")[0] == 0  # the other way: larger
+
+
+def test_a_speedup_two_rows_share_counts_once_in_the_rerun_check():
+    """In-place's speedup is also the GC row's: the summary counts distinct speedups."""
+    from rnnopt.report.compare import Comparison, summary
+
+    shared = {"compared": "numpy-*-inplace f64 vs numpy-*-naive f64", "shape": "all"}
+    verdicts = pd.DataFrame(
+        [
+            shared | {"speedup_a": 1.07, "speedup_b": 1.11, "inside": False},
+            shared | {"speedup_a": 1.07, "speedup_b": 1.11, "inside": False},
+            {"compared": "x", "shape": "all", "speedup_a": 2.0, "speedup_b": 2.0, "inside": True},
+        ]
+    ).assign(speedup_change="-", changed=False)
+    profile = pd.DataFrame({"change": []})
+    memory = pd.DataFrame({"change": [], "regression": []})
+    text = summary(Comparison(profile, memory, verdicts, 0, 0))
+    assert "1 of 2 speedups of B inside A's interval" in text

@@ -36,8 +36,13 @@ container: "docker://rnnopt:cpu"
 shell.prefix(f'PATH="{Path(sys.executable).parent}:$PATH"; ')
 
 RUN = default_run_name() if config["run"] == "auto" else config["run"]
-# The report's verdict rules (config `verdicts`; rnnopt.report.intervals).
+# The report's verdict rules (config `verdicts`; rnnopt.report.intervals), and the host's
+# between-run spread where its file exists (rnnopt.report.rerun_spread).
+RERUN_SPREAD = config["verdicts"].get("rerun_spread")
+RERUN_SPREAD = RERUN_SPREAD if RERUN_SPREAD and Path(RERUN_SPREAD).is_file() else None
 VERDICT_FLAGS = "--threshold {threshold} --confidence {confidence}".format(**config["verdicts"])
+if RERUN_SPREAD:
+    VERDICT_FLAGS += f" --rerun-spread {RERUN_SPREAD}"
 
 
 def source_hash(package: Path, exclude: tuple[str, ...] = ()) -> str:

@@ -88,7 +88,8 @@ rule profile:
 # (rnnopt.cli.topup). A timing job: it takes every core, and runs one process at a time.
 rule topup:
     input:
-        measured_records,
+        records=measured_records,
+        spread=RERUN_SPREAD or [],
     output:
         directory("results/{run}/topup"),
     log:

@@ -2,6 +2,7 @@ rule report:
     input:
         metrics=rules.aggregate.output.metrics,
         series=rules.aggregate.output.series,
+        spread=RERUN_SPREAD or [],
     output:
         markdown="results/report/comparison.md",
         html=report(

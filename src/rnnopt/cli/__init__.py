@@ -29,6 +29,7 @@ COMMANDS = (
     "aggregate",
     "report",
     "compare",
+    "rerun-spread",
     "export-pyperf",
     "check-config",
 )

@@ -206,15 +206,27 @@ def add_verdict_arguments(parser) -> None:
         type=fraction,
         help="confidence of the intervals (default 0.95: intervals.CONFIDENCE)",
     )
+    parser.add_argument(
+        "--rerun-spread",
+        metavar="FILE.csv",
+        help="this host's between-run spread of each speedup (`rnnopt rerun-spread`): widens "
+        "the intervals of the runs it names (default: within-run intervals only)",
+    )
 
 
-def verdict_settings(args) -> tuple[float, float]:
-    """(threshold, confidence) from --threshold / --confidence, the defaults where unset."""
+def verdict_settings(args) -> tuple[float, float, dict | None]:
+    """(threshold, confidence, spread) from --threshold / --confidence / --rerun-spread, the
+    defaults where unset (spread: rnnopt.report.rerun_spread.read, None without the flag)."""
     from rnnopt.report.intervals import CONFIDENCE, THRESHOLD  # scipy: these commands only
 
     threshold = THRESHOLD if args.threshold is None else args.threshold
     confidence = CONFIDENCE if args.confidence is None else args.confidence
-    return threshold, confidence
+    spread = None
+    if args.rerun_spread is not None:
+        from rnnopt.report.rerun_spread import read
+
+        spread = read(args.rerun_spread)
+    return threshold, confidence, spread
 
 
 def add_timing_arguments(parser) -> None:

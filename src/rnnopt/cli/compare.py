@@ -44,8 +44,8 @@ def run(args) -> int:
     # pandas and scipy: imported by this command only
     from rnnopt.report.compare import compare, markdown, numbers, summary
 
-    threshold, confidence = verdict_settings(args)
-    comparison = compare(args.a, args.b, args.run, threshold, confidence)
+    threshold, confidence, spread = verdict_settings(args)
+    comparison = compare(args.a, args.b, args.run, threshold, confidence, spread)
     text = markdown(comparison, args.a, args.b, threshold, confidence)
     if args.csv:
         _write(args.csv, lambda path: numbers(comparison).to_csv(path, index=False))

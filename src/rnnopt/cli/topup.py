@@ -218,6 +218,7 @@ def topup(
     max_processes: int,
     threshold: float,
     confidence: float,
+    spread: dict | None = None,
     measure=measure_one,
     clock=time.monotonic,
     has_device=device_here,
@@ -237,7 +238,7 @@ def topup(
     start, costs, spent = clock(), Costs(run), {}
     settings = {"max_processes": max_processes, "threshold": threshold, "confidence": confidence}
     while True:
-        open_ = undecided(run.metrics, threshold, confidence)
+        open_ = undecided(run.metrics, threshold, confidence, spread)
         if not open_:
             print("nothing left to decide; undecided: 0")
             return open_
@@ -265,7 +266,7 @@ def why_left(found: Plan | str) -> str:
 
 
 def run(args) -> int:
-    threshold, confidence = verdict_settings(args)
+    threshold, confidence, spread = verdict_settings(args)
     run_dir = Path(args.run_dir)
     if not run_dir.is_dir():
         raise UserError(f"{run_dir}: no such folder")
@@ -275,6 +276,6 @@ def run(args) -> int:
         records.folder.mkdir(parents=True, exist_ok=True)
     except OSError as error:
         raise UserError(f"{records.folder}: cannot write ({error.strerror or error})") from None
-    left = topup(records, args.budget_s, args.max_processes, threshold, confidence)
+    left = topup(records, args.budget_s, args.max_processes, threshold, confidence, spread)
     print(f"rnnopt topup: {time.monotonic() - started:.0f} s; {len(left)} verdicts undecided")
     return 0

@@ -28,8 +28,30 @@ from rnnopt.report.verdicts import (
     SAME_LOSS,
     THROUGHPUT_GAIN,
 )
+from rnnopt.report.wide import runs
 
 TABLES = ("comparison", "verification", "variants", "memory", "checks")
+
+
+def between_runs_note(metrics: pd.DataFrame, spread: dict | None) -> str:
+    """Which runs' intervals carry their host's between-run spread, and over how many runs."""
+    widened = {
+        run: int(max(df for _, df in spread[run].values())) + 1
+        for run in runs(metrics)
+        if spread and spread.get(run)
+    }
+    if not widened:
+        return (
+            "No between-run spread is measured for these runs (verdicts.rerun_spread): their "
+            "intervals hold the spread of one run's processes, and a run-level shift can move "
+            "a verdict near the threshold on a rerun."
+        )
+    named = ", ".join(f"{run} ({n} earlier runs)" for run, n in widened.items())
+    return (
+        "The intervals of " + named + " also carry the host's between-run spread of each "
+        "speedup, measured over earlier runs (verdicts.rerun_spread; the run_sd_log column: "
+        'its variance adds to the processes\', docs/intervals.md, "Between runs").'
+    )
 
 
 def how_to_read(threshold: float, confidence: float) -> str:
@@ -100,6 +122,7 @@ def sections(
     tables: dict[str, pd.DataFrame],
     threshold: float = THRESHOLD,
     confidence: float = CONFIDENCE,
+    spread: dict | None = None,
 ) -> list[Section]:
     notes = "; ".join(f"{c.optimisation}: {c.about}" for c in COMPARISONS if c.about)
     return [
@@ -110,7 +133,8 @@ def sections(
         ),
         Section(
             "Optimisation comparison",
-            f"{how_to_read(threshold, confidence)} Rows: {notes}.",
+            f"{how_to_read(threshold, confidence)} {between_runs_note(metrics, spread)} "
+            f"Rows: {notes}.",
             tables["comparison"],
         ),
         Section(
@@ -226,13 +250,16 @@ def build(
     out: str | Path,
     threshold: float = THRESHOLD,
     confidence: float = CONFIDENCE,
+    spread: dict | None = None,
 ) -> dict[str, Path]:
     """Write every table and figure under `out`; returns name -> path. The CSVs hold numbers
     (comparison, variants: rnnopt.report.table's *_numbers); the pages show them as text."""
     out = Path(out)
     (out / "tables").mkdir(parents=True, exist_ok=True)
     tables = {
-        "comparison": table.comparison_table(metrics, threshold=threshold, confidence=confidence),
+        "comparison": table.comparison_table(
+            metrics, threshold=threshold, confidence=confidence, spread=spread
+        ),
         "verification": table.verification_table(metrics),
         "variants": table.variants_table(metrics),
         "memory": table.memory_table(metrics),
@@ -246,7 +273,9 @@ def build(
     tables["cache_gc_precision"] = memory.table(metrics)
     tables.update(memory.point_tables(metrics))
     numbers = {
-        "comparison": table.comparison_numbers(metrics, threshold=threshold, confidence=confidence),
+        "comparison": table.comparison_numbers(
+            metrics, threshold=threshold, confidence=confidence, spread=spread
+        ),
         "variants": table.variants_numbers(metrics),
         "persistent": persistent.numbers(metrics),
     }
@@ -261,7 +290,7 @@ def build(
     figures.update(scan.draw(metrics, out / "figures"))
     drawn = (*FIGURES, *batching.FIGURES, *scan.FIGURES)
     paths.update({name: out / "figures" / f"{name}.png" for name in drawn})
-    parts = sections(metrics, tables, threshold, confidence)
+    parts = sections(metrics, tables, threshold, confidence, spread)
     paths["markdown"] = out / "comparison.md"
     paths["markdown"].write_text(markdown(parts, figures))
     paths["html"] = out / "comparison.html"

@@ -224,14 +224,18 @@ def compare(
     run: str | None = None,
     threshold: float = THRESHOLD,
     confidence: float = CONFIDENCE,
+    spread: dict | None = None,
 ) -> Comparison:
-    """B against A (result sets as run_folder takes them)."""
+    """B against A (result sets as run_folder takes them); `spread` as table.run_data takes it
+    (both runs of one host share it)."""
     metrics_a, metrics_b = load_run(a, run), load_run(b, run)
     times, only_a, only_b = _sides(metrics_a, metrics_b, "profile", "process_time")
     peaks, _, _ = _sides(metrics_a, metrics_b, "memory", PEAK)
     verdicts = verdict_rows(
         *(
-            table.comparison_numbers(side, threshold=threshold, confidence=confidence)
+            table.comparison_numbers(
+                side, threshold=threshold, confidence=confidence, spread=spread
+            )
             for side in (metrics_a, metrics_b)
         ),
         threshold,
@@ -263,10 +267,12 @@ def summary(comparison: Comparison) -> str:
     text = f"B vs A: {', '.join(parts)}; {moved} memory changes"
     if moved:
         text += f" ({int(memory['regression'].sum())} regressions)"
-    inside = comparison.verdicts["inside"].dropna()
+    # A speedup that two rows share (in-place's, which the GC row shows too) counts once.
+    distinct = comparison.verdicts.drop_duplicates(["compared", "shape", "speedup_a", "speedup_b"])
+    inside = distinct["inside"].dropna()
     if len(inside):
         text += f"; {int(inside.sum())} of {len(inside)} speedups of B inside A's interval"
-    moved = comparison.verdicts["speedup_change"].value_counts()
+    moved = distinct["speedup_change"].value_counts()
     tested = int(sum(moved.get(c, 0) for c in SPEEDUP_CHANGE.values()))
     if tested:
         text += (

@@ -26,7 +26,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 from scipy import stats
@@ -49,6 +49,10 @@ class Interval:
     # for an interval not built by ratio_interval): what change_interval combines.
     se: float | None = None
     df: float | None = None
+    # The between-run standard deviation of the log ratio that se includes (with_run_spread),
+    # and the degrees of freedom of its estimate; 0 for an interval over one run's processes.
+    run_sd: float = 0.0
+    run_df: float | None = None
 
     @property
     def has_interval(self) -> bool:
@@ -84,13 +88,8 @@ def ratio_interval(
     if min(processes) < 2:
         return Interval(estimate, processes=processes)
     var_top, var_bottom = top.var(ddof=1) / len(top), bottom.var(ddof=1) / len(bottom)
-    variance = var_top + var_bottom
-    df = (
-        math.inf
-        if variance == 0
-        else variance**2 / (var_top**2 / (len(top) - 1) + var_bottom**2 / (len(bottom) - 1))
-    )
-    return _welch(estimate, variance, df, processes, confidence)
+    df = _satterthwaite([(var_top, len(top) - 1), (var_bottom, len(bottom) - 1)])
+    return _welch(estimate, var_top + var_bottom, df, processes, confidence)
 
 
 def _quantile(confidence: float, df: float) -> float:
@@ -118,13 +117,46 @@ def change_interval(
     if before.se is None or after.se is None or before.median <= 0 or after.median <= 0:
         return None
     variance = before.se**2 + after.se**2
-    df = (
-        math.inf
-        if variance == 0
-        else variance**2 / (before.se**4 / before.df + after.se**4 / after.df)
-    )
+    df = _satterthwaite([(before.se**2, before.df), (after.se**2, after.df)])
     processes = (min(after.processes), min(before.processes))
     return _welch(after.median / before.median, variance, df, processes, confidence)
+
+
+def _satterthwaite(parts: Sequence[tuple[float, float]]) -> float:
+    """Welch-Satterthwaite degrees of freedom of a sum of variances, each with its own."""
+    total = sum(variance for variance, _ in parts)
+    spread = sum(variance**2 / df for variance, df in parts if variance > 0)
+    return math.inf if spread == 0 else total**2 / spread
+
+
+def between_run_sd(log_ratios: Sequence[float], se_logs: Sequence[float]) -> float:
+    """The between-run standard deviation of a log ratio measured in several runs, each with its
+    within-run standard error: the method of moments, sqrt(max(0, var(y) - mean(se^2)))."""
+    between = float(np.var(log_ratios, ddof=1))
+    within = float(np.mean(np.square(se_logs)))
+    return math.sqrt(max(0.0, between - within))
+
+
+def with_run_spread(
+    interval: Interval, run_sd: float, run_df: float, confidence: float = CONFIDENCE
+) -> Interval:
+    """A ratio_interval widened by the between-run spread of its log ratio on this host: the
+    variance run_sd^2 (estimated from run_df + 1 runs: rnnopt.report.rerun_spread) adds to the
+    processes' se^2, degrees of freedom by Welch-Satterthwaite (the processes' own where that
+    would narrow the interval). What one run's processes cannot show: a shift shared by every
+    process of a run (docs/intervals.md, "Between runs")."""
+    if interval.se is None or interval.df is None or run_sd <= 0:
+        return interval
+    within = interval.se**2
+    variance = within + run_sd**2
+    df = _satterthwaite([(within, interval.df), (run_sd**2, run_df)])
+    # Satterthwaite's df can exceed the processes' own (few processes, a well-measured spread)
+    # and shrink the quantile by more than the variance grows: never narrower than before.
+    narrowed = _quantile(confidence, df) * math.sqrt(variance)
+    if narrowed < _quantile(confidence, interval.df) * interval.se:
+        df = interval.df
+    widened = _welch(interval.median, variance, df, interval.processes, confidence)
+    return replace(widened, run_sd=run_sd, run_df=run_df)
 
 
 def geometric_mean(values: Sequence[float]) -> float:
@@ -159,7 +191,9 @@ def processes_to_decide(
     Deciding needs a half-width (in log) below the estimate's distance to the nearer bound,
     log(1 + t): beyond it for faster / slower, inside it for no meaningful difference. The
     half-width shrinks as t_q(df) / sqrt(n); df is taken as 2 (n - 1), that of two sides of
-    equal spread, which never overstates the shrinking of the quantile."""
+    equal spread, which never overstates the shrinking of the quantile. The between-run part
+    of a widened interval (run_sd) does not shrink with processes: near the threshold it leaves
+    a verdict that no number of processes decides."""
     if not interval.has_interval:
         return None
     n = interval.n
@@ -170,8 +204,19 @@ def processes_to_decide(
     if margin == 0:
         return None
 
-    now = _quantile(confidence, 2 * (n - 1))
+    between = interval.run_sd**2
+    within = interval.se**2 - between if between > 0 else None
+
+    def width(processes: int) -> float:
+        """The half-width's factor t_q(df) x se at `processes` a side (up to a constant)."""
+        if within is None:
+            return _quantile(confidence, 2 * (processes - 1)) / math.sqrt(processes)
+        shrunk = within * n / processes
+        df = _satterthwaite([(shrunk, 2 * (processes - 1)), (between, interval.run_df)])
+        return _quantile(confidence, df) * math.sqrt(shrunk + between)
+
+    now = width(n)
     for more in range(n + 1, most + 1):
-        if half * _quantile(confidence, 2 * (more - 1)) / now * math.sqrt(n / more) < margin:
+        if half * width(more) / now < margin:
             return more
     return None

@@ -19,7 +19,7 @@ import pandas as pd
 
 from rnnopt.report.aggregate import SHAPE_KEYS
 from rnnopt.report.comparisons import Comparison, Side
-from rnnopt.report.intervals import CONFIDENCE, Interval, ratio_interval
+from rnnopt.report.intervals import CONFIDENCE, Interval, ratio_interval, with_run_spread
 from rnnopt.report.wide import label, preferred, shape_label
 
 MATCH_KEYS = ("cell", "task", "phase", *SHAPE_KEYS, "threads")
@@ -62,6 +62,9 @@ class RunData:
     train: pd.DataFrame
     failed_verification: set
     confidence: float = CONFIDENCE  # of the speedup intervals
+    # This host's between-run spread of each pair's log speedup, where measured
+    # (rnnopt.report.rerun_spread): pair_key -> (run_sd, run_df).
+    spread: dict = field(default_factory=dict)
 
 
 def _ok(frame: pd.DataFrame) -> pd.DataFrame:
@@ -87,35 +90,63 @@ def _col(frame: pd.DataFrame, name: str) -> pd.Series:
     return frame[name] if name in frame else pd.Series(np.nan, index=frame.index)
 
 
-def pair_intervals(matched: pd.DataFrame, confidence: float = CONFIDENCE) -> pd.DataFrame:
+def job_text(values) -> str:
+    """One profile job (JOB_KEYS values) as text: `numpy-lstm-naive float64 cpu
+    b16-t20-i32-h64 threads1`."""
+    variant, dtype, device, batch, seq_len, input_size, hidden_size, threads = values
+    shape = f"b{int(batch)}-t{int(seq_len)}-i{int(input_size)}-h{int(hidden_size)}"
+    return f"{variant} {dtype} {device} {shape} threads{int(threads)}"
+
+
+def pair_keys(matched: pd.DataFrame) -> list[tuple[str, str]]:
+    """(candidate job, baseline job) of each matched pair, as job_text: what a between-run
+    spread is measured and looked up by."""
+    sides = []
+    for suffix in ("_c", "_b"):
+        columns = [f"{key}{suffix}" if f"{key}{suffix}" in matched else key for key in JOB_KEYS]
+        sides.append([job_text(row) for row in matched[columns].itertuples(index=False)])
+    return list(zip(*sides, strict=True))
+
+
+def pair_intervals(
+    matched: pd.DataFrame, confidence: float = CONFIDENCE, spread: dict | None = None
+) -> pd.DataFrame:
     """Per pair: ratio = baseline time / candidate time (geometric means of the processes'
     times, rnnopt.report.wide.PROCESS_TIME),
-    its interval low-high over processes (NaN with one process a side), `processes`, the
+    its interval low-high over processes (NaN with one process a side), widened by the pair's
+    between-run spread where `spread` has it (run_sd_log and its run_df; 0 and NaN
+    otherwise), `processes`, the
     fewer processes of the two sides, and the interval's se_log and welch_df
     (rnnopt.report.intervals)."""
     rows = []
-    for base, cand in zip(matched["process_times_b"], matched["process_times_c"], strict=True):
+    keys = pair_keys(matched) if spread else [None] * len(matched)
+    times = zip(matched["process_times_b"], matched["process_times_c"], keys, strict=True)
+    for base, cand, key in times:
         interval = ratio_interval(base, cand, confidence)
         if interval is None:
-            rows.append((math.nan, math.nan, math.nan, 0, math.nan, math.nan))
-        else:
-            low = interval.low if interval.has_interval else math.nan
-            high = interval.high if interval.has_interval else math.nan
-            se = math.nan if interval.se is None else interval.se
-            df = math.nan if interval.df is None else interval.df
-            rows.append((interval.median, low, high, interval.n, se, df))
-    columns = ["ratio", "low", "high", "processes", "se_log", "welch_df"]
-    return pd.DataFrame(rows, columns=columns, index=matched.index).astype(
-        {"ratio": float, "low": float, "high": float, "se_log": float, "welch_df": float}
-    )
+            rows.append((math.nan, math.nan, math.nan, 0, math.nan, math.nan, 0.0, math.nan))
+            continue
+        if key in (spread or {}):
+            interval = with_run_spread(interval, *spread[key], confidence)
+        low = interval.low if interval.has_interval else math.nan
+        high = interval.high if interval.has_interval else math.nan
+        se = math.nan if interval.se is None else interval.se
+        df = math.nan if interval.df is None else interval.df
+        run_df = math.nan if interval.run_df is None else interval.run_df
+        rows.append((interval.median, low, high, interval.n, se, df, interval.run_sd, run_df))
+    columns = ["ratio", "low", "high", "processes", "se_log", "welch_df", "run_sd_log", "run_df"]
+    floats = {column: float for column in columns if column != "processes"}
+    return pd.DataFrame(rows, columns=columns, index=matched.index).astype(floats)
 
 
-def speedup(matched: pd.DataFrame, confidence: float = CONFIDENCE) -> Interval | None:
+def speedup(
+    matched: pd.DataFrame, confidence: float = CONFIDENCE, spread: dict | None = None
+) -> Interval | None:
     """The pairs' geometric-mean speedup and the union of their intervals (none when a pair
     has no interval: one process)."""
     if matched.empty or "process_times_c" not in matched:
         return None
-    intervals = pair_intervals(matched, confidence)
+    intervals = pair_intervals(matched, confidence, spread)
     good = intervals[np.isfinite(intervals["ratio"]) & (intervals["ratio"] > 0)]
     if good.empty:
         return None
@@ -124,10 +155,12 @@ def speedup(matched: pd.DataFrame, confidence: float = CONFIDENCE) -> Interval |
     if good["low"].isna().any():
         return Interval(estimate, processes=(processes, processes))
     low, high = float(good["low"].min()), float(good["high"].max())
+    run_sd = float(good["run_sd_log"].max())
     if len(good) == 1 and good["se_log"].notna().all():  # one pair: its Welch interval
         se, df = float(good["se_log"].iloc[0]), float(good["welch_df"].iloc[0])
-        return Interval(estimate, low, high, (processes, processes), se, df)
-    return Interval(estimate, low, high, (processes, processes))
+        run_df = float(good["run_df"].iloc[0]) if run_sd > 0 else None
+        return Interval(estimate, low, high, (processes, processes), se, df, run_sd, run_df)
+    return Interval(estimate, low, high, (processes, processes), run_sd=run_sd)
 
 
 def ratio(matched: pd.DataFrame, metric: str) -> float | None:
@@ -195,10 +228,13 @@ def _jobs(timed: pd.DataFrame) -> tuple[tuple, ...]:
 
 
 def _measured(
-    comparison: Comparison, timed: pd.DataFrame, held: pd.DataFrame, confidence: float
+    comparison: Comparison, timed: pd.DataFrame, held: pd.DataFrame, data: RunData
 ) -> Outcome:
     """Speed, GC share, memory ratio and allocations of matched profile / memory pairs."""
-    outcome = Outcome(speedup=speedup(timed, confidence), memory_ratio=ratio(held, PEAK_METRIC))
+    outcome = Outcome(
+        speedup=speedup(timed, data.confidence, data.spread),
+        memory_ratio=ratio(held, PEAK_METRIC),
+    )
     if not timed.empty:
         outcome.jobs = _jobs(timed)
     if "gc" in comparison.criteria and not timed.empty:
@@ -239,12 +275,12 @@ def measure_pair(comparison: Comparison, data: RunData, run: str) -> Outcome:
     timed = preferred(pairs(data.profile, cand, base))
     # Memory ratios divide figures of one instrument: both sides' peak_source must agree.
     held = preferred(pairs(data.memory, cand, base, extra_keys=("peak_source",)))
-    outcome = _measured(comparison, timed, held, data.confidence)
+    outcome = _measured(comparison, timed, held, data)
     shapes = _shapes(timed, held)
     if len(shapes) > 1:
         outcome.by_shape = {
             shape_label(dict(zip(SHAPE_KEYS, shape, strict=True))): _measured(
-                comparison, _at(timed, shape), _at(held, shape), data.confidence
+                comparison, _at(timed, shape), _at(held, shape), data
             )
             for shape in shapes
         }

@@ -16,12 +16,16 @@ from rnnopt.report.wide import NONE, runs
 ALL_SHAPES = "all"  # comparison_numbers' row for the whole comparison (its verdict)
 COMPARISON_COLUMNS = (
     *("optimisation", "claim", "compared", "run", "shape"),
-    *("speedup", "low", "high", "processes", "se_log", "welch_df"),
+    *("speedup", "low", "high", "processes", "se_log", "welch_df", "run_sd_log"),
     *("speed", "memory_ratio", "verdict", "category"),
 )
 
 
-def run_data(metrics: pd.DataFrame, confidence: float = CONFIDENCE) -> dict[str, RunData]:
+def run_data(
+    metrics: pd.DataFrame, confidence: float = CONFIDENCE, spread: dict | None = None
+) -> dict[str, RunData]:
+    """Each run's wide frames; `spread`: run -> its pairs' between-run spread
+    (rnnopt.report.rerun_spread.read), for the runs that have one."""
     frames = {kind: wide.records(metrics, kind) for kind in ("profile", "memory", "train")}
     failed = wide.failed_verification(metrics)
     return {
@@ -29,14 +33,15 @@ def run_data(metrics: pd.DataFrame, confidence: float = CONFIDENCE) -> dict[str,
             *(frames[kind][frames[kind]["run"] == run] for kind in ("profile", "memory", "train")),
             failed_verification=failed,
             confidence=confidence,
+            spread=(spread or {}).get(run, {}),
         )
         for run in runs(metrics)
     }
 
 
-def outcomes(metrics: pd.DataFrame, comparisons, confidence: float):
+def outcomes(metrics: pd.DataFrame, comparisons, confidence: float, spread: dict | None = None):
     """(comparison, run, outcome) of every comparison in every run."""
-    data = run_data(metrics, confidence)
+    data = run_data(metrics, confidence, spread)
     for comparison in comparisons:
         for run, run_frames in data.items():
             yield comparison, run, measure(comparison, run_frames, run)
@@ -91,6 +96,7 @@ def comparison_table(
     comparisons=COMPARISONS,
     threshold: float = THRESHOLD,
     confidence: float = CONFIDENCE,
+    spread: dict | None = None,
 ) -> pd.DataFrame:
     """One row per optimisation; per run: speedup (interval), peak memory, loss, verdict. The
     page's text; comparison_numbers holds its numbers."""
@@ -100,7 +106,7 @@ def comparison_table(
             "claim": ", ".join(comparison.claims),
             "compared": comparison.compared,
         }
-    for comparison, run, outcome in outcomes(metrics, comparisons, confidence):
+    for comparison, run, outcome in outcomes(metrics, comparisons, confidence, spread):
         cells = _cells(comparison, outcome, threshold)
         rows[comparison.optimisation].update({f"{run}: {k}": v for k, v in cells.items()})
     return pd.DataFrame(list(rows.values()))
@@ -116,6 +122,7 @@ def _numbers(outcome: Outcome) -> dict:
         "processes": s.n if s is not None else None,
         "se_log": s.se if s is not None else None,
         "welch_df": s.df if s is not None else None,
+        "run_sd_log": s.run_sd if s is not None else None,
         "speed": _speed_cell(outcome),
         "memory_ratio": outcome.memory_ratio,
     }
@@ -126,16 +133,18 @@ def comparison_numbers(
     comparisons=COMPARISONS,
     threshold: float = THRESHOLD,
     confidence: float = CONFIDENCE,
+    spread: dict | None = None,
 ) -> pd.DataFrame:
     """The comparison table as numbers: one row per comparison, run and shape (shape `all`:
     the whole row, its verdict; then one row per shape of a row measured at several), with
     speedup, low, high (its interval; empty with one process), processes (of the side with
     fewer), se_log and welch_df (the standard error of the log speedup and its Welch degrees
     of freedom, where the speedup rests on one pair of jobs: what `rnnopt compare` needs to
-    test a change between two runs), speed (the text), memory_ratio (exact: memray peaks are
-    deterministic), verdict and its category (verdicts.CATEGORIES)."""
+    test a change between two runs; both include run_sd_log, the host's between-run spread
+    where measured: rnnopt.report.rerun_spread), speed (the text), memory_ratio (exact:
+    memray peaks are deterministic), verdict and its category (verdicts.CATEGORIES)."""
     rows = []
-    for comparison, run, outcome in outcomes(metrics, comparisons, confidence):
+    for comparison, run, outcome in outcomes(metrics, comparisons, confidence, spread):
         described = {
             "optimisation": comparison.optimisation,
             "claim": ", ".join(comparison.claims),
@@ -163,6 +172,7 @@ def comparison_numbers(
             "processes": "Int64",
             "se_log": float,
             "welch_df": float,
+            "run_sd_log": float,
             "memory_ratio": float,
         }
     )

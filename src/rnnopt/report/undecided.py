@@ -38,13 +38,16 @@ class Undecided:
 
 
 def undecided(
-    metrics: pd.DataFrame, threshold: float = THRESHOLD, confidence: float = CONFIDENCE
+    metrics: pd.DataFrame,
+    threshold: float = THRESHOLD,
+    confidence: float = CONFIDENCE,
+    spread: dict | None = None,
 ) -> list[Undecided]:
     """Every comparison (and shape) of every run in `metrics` that is inconclusive because its
     speed interval crosses the threshold."""
     timed = [c for c in COMPARISONS if c.method == "pair" and "speed" in c.criteria]
     found = []
-    for comparison, run, outcome in table.outcomes(metrics, timed, confidence):
+    for comparison, run, outcome in table.outcomes(metrics, timed, confidence, spread):
         if outcome.unverified:
             continue
         shapes = outcome.by_shape or {table.ALL_SHAPES: outcome}

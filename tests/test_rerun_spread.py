@@ -1,0 +1,111 @@
+"""The between-run spread of a host's speedups (rnnopt rerun-spread) and the intervals it
+widens in the report, the top-up's verdicts and `rnnopt compare`."""
+
+from __future__ import annotations
+
+import math
+
+import pandas as pd
+import pytest
+
+from rnnopt.cli import main
+from rnnopt.report import table
+from rnnopt.report.compare import load_run
+from rnnopt.report.intervals import between_run_sd, ratio_interval
+from rnnopt.report.rerun_spread import read
+from tests.test_compare import RUN, samples, write_profile
+
+HOISTED = "hoisted input projection"  # numpy-*-fused f32 vs numpy-*-batched f32
+PAIR = (
+    "numpy-lstm-fused float32 cpu b16-t20-i32-h64 threads1",
+    "numpy-lstm-batched float32 cpu b16-t20-i32-h64 threads1",
+)
+FUSED_MS = (4.0, 4.2, 3.9, 4.15)  # the fused rung shifts from run to run; batched stays
+
+
+def runs(tmp_path, fused=FUSED_MS):
+    folders = []
+    for i, fused_ms in enumerate(fused):
+        root = tmp_path / f"results-{i}"
+        write_profile(root, "numpy-lstm-fused", fused_ms)
+        write_profile(root, "numpy-lstm-batched", 5.0)
+        folders.append(root / RUN)
+    return folders
+
+
+def q10(median_ms: float, process: int) -> float:
+    """A process's time as the report takes it (the 10th percentile of its calls)."""
+    return float(pd.Series(samples(median_ms, process)).quantile(0.1))
+
+
+def spread_of(tmp_path, capsys, folders, *flags):
+    out = tmp_path / "spread.csv"
+    status = main(["rerun-spread", *map(str, folders), "--out", str(out), *flags])
+    return status, capsys.readouterr(), out
+
+
+def test_the_spread_is_the_runs_excess_variance_of_each_pair(tmp_path, capsys):
+    status, printed, out = spread_of(tmp_path, capsys, runs(tmp_path))
+    assert status == 0
+    assert f"wrote {out}: 1 pairs of {RUN}" in printed.out
+    rows = pd.read_csv(out)
+    assert list(rows[["run", "candidate", "baseline", "runs"]].iloc[0]) == [RUN, *PAIR, 4]
+    intervals = [
+        ratio_interval([q10(5.0, p) for p in range(3)], [q10(ms, p) for p in range(3)])
+        for ms in FUSED_MS
+    ]
+    expected = between_run_sd([math.log(i.median) for i in intervals], [i.se for i in intervals])
+    assert expected > 0.01
+    assert rows["run_sd_log"].iloc[0] == pytest.approx(expected)
+    assert read(out) == {RUN: {PAIR: (pytest.approx(expected), 3.0)}}
+
+
+def test_the_report_widens_the_intervals_of_the_runs_it_names(tmp_path, capsys):
+    folders = runs(tmp_path)
+    _, _, out = spread_of(tmp_path, capsys, folders)
+    metrics = load_run(folders[0])
+    plain = table.comparison_numbers(metrics)
+    wide = table.comparison_numbers(metrics, spread=read(out))
+    row = lambda t: t[(t["optimisation"] == HOISTED) & (t["shape"] == "all")].iloc[0]  # noqa: E731
+    assert row(wide)["speedup"] == row(plain)["speedup"]
+    assert row(wide)["low"] < row(plain)["low"] and row(wide)["high"] > row(plain)["high"]
+    assert row(wide)["run_sd_log"] == pytest.approx(pd.read_csv(out)["run_sd_log"].iloc[0])
+    assert row(plain)["run_sd_log"] == 0
+    other_host = {"cpu-other-0000": read(out)[RUN]}
+    assert table.comparison_numbers(metrics, spread=other_host).equals(plain)
+
+
+def test_a_rerun_file_keeps_the_rows_of_other_hosts(tmp_path, capsys):
+    _, _, out = spread_of(tmp_path, capsys, runs(tmp_path))
+    rows = pd.read_csv(out)
+    rows.assign(run="cpu-other-0000").to_csv(out, index=False)
+    _, _, out = spread_of(tmp_path, capsys, runs(tmp_path))
+    assert sorted(pd.read_csv(out)["run"]) == sorted(["cpu-other-0000", RUN])
+
+
+@pytest.mark.parametrize(
+    ("count", "message"),
+    [(2, "needs at least 3 runs, got 2"), (4, "no speedup measured in 3 of the runs given")],
+)
+def test_too_few_runs_is_one_line(tmp_path, capsys, count, message):
+    folders = runs(tmp_path)[:count]
+    if count == 4:  # four runs, but no pair of the comparison table in them
+        folders = []
+        for i in range(4):
+            write_profile(tmp_path / f"only-{i}", "numpy-lstm-fused", 4.0)
+            folders.append(tmp_path / f"only-{i}" / RUN)
+    status, printed, out = spread_of(tmp_path, capsys, folders)
+    assert status == 2 and not out.exists()
+    assert printed.err == f"rnnopt rerun-spread: error: rerun-spread: {message}\n"
+
+
+def test_a_bad_spread_file_is_one_line(tmp_path, capsys):
+    folders = runs(tmp_path)
+    bad = tmp_path / "bad.csv"
+    bad.write_text("run,candidate\nx,y\n")
+    cases = ((bad, "not a rerun spread (no column 'baseline')"), (tmp_path / "no.csv", ""))
+    for path, why in cases:
+        status = main(["compare", str(folders[0]), str(folders[1]), "--rerun-spread", str(path)])
+        err = capsys.readouterr().err
+        assert status == 2 and err.count("\n") == 1 and "Traceback" not in err
+        assert err.startswith(f"rnnopt compare: error: {path}: ") and why in err
