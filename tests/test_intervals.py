@@ -19,6 +19,7 @@ from rnnopt.report.intervals import (
     geometric_mean,
     processes_to_decide,
     ratio_interval,
+    run_spread_keeps_open,
     with_run_spread,
 )
 
@@ -256,3 +257,14 @@ def test_no_number_of_processes_decides_what_the_run_level_spread_keeps_open():
     now = ratio_interval([10.7 * f for f in (1.0, 1.01, 0.99)], [10.0, 10.1, 9.9])
     assert processes_to_decide(now) == 4
     assert processes_to_decide(with_run_spread(now, 0.02, 6)) is None
+    assert run_spread_keeps_open(with_run_spread(now, 0.02, 6))
+    assert not run_spread_keeps_open(now) and not run_spread_keeps_open(
+        with_run_spread(now, 0.005, 6)
+    )
+
+
+def test_a_union_of_widened_intervals_is_still_projected():
+    """Several pairs at one shape show the union of their intervals, which has no se: the
+    projection of processes then leaves the between-run part out instead of failing."""
+    union = Interval(1.07, 1.03, 1.11, (3, 3), run_sd=0.02)
+    assert processes_to_decide(union) == processes_to_decide(Interval(1.07, 1.03, 1.11, (3, 3)))

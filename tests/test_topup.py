@@ -247,3 +247,26 @@ def test_sequential_top_up_keeps_the_interval_near_its_nominal_coverage():
             runs += 1
     assert covered / runs >= 0.93
     assert stats.binomtest(covered, runs, 0.95).pvalue > 1e-6  # near nominal, not far below
+
+
+def test_a_verdict_the_between_run_spread_keeps_open_gets_no_process(tmp_path, capsys):
+    """TorchScript at 1.09x on a host whose runs move it by 2% (measured over 7 runs): even
+    infinitely many processes leave t(6) x 2% = 4.9% of half-width, past the 3.7% to the 5%
+    bound, so the top-up leaves it; with a 0.2% spread it adds processes and decides it."""
+    pair = (
+        "torch-lstm-jit float32 cpu b16-t20-i32-h64 threads1",
+        "torch-lstm-cell float32 cpu b16-t20-i32-h64 threads1",
+    )
+    steady = {JIT: itertools.cycle([9.0, 9.02]), CELL: itertools.cycle([10.0, 10.03])}
+    run = base_run(tmp_path / "wide")
+    measure, calls = writer(steady)
+    left = topup(run, 600, 20, 0.05, 0.95, {RUN: {pair: (0.02, 6.0)}}, measure=measure)
+    assert calls == [] and [row.optimisation for row in left] == ["TorchScript"]
+    assert left[0].speedup.run_sd == 0.02
+    assert (
+        "the host's between-run spread (2.0%, --rerun-spread) keeps it" in capsys.readouterr().out
+    )
+    run = base_run(tmp_path / "narrow")
+    measure, calls = writer(steady)
+    assert topup(run, 600, 20, 0.05, 0.95, {RUN: {pair: (0.002, 6.0)}}, measure=measure) == []
+    assert calls

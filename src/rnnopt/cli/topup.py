@@ -183,8 +183,9 @@ class Costs:
 
 def plan(run: Run, row, settings: dict, costs: Costs, spent: dict, has_device) -> Plan | str:
     """The plan of one undecided verdict, or why it can have no step: its jobs are at the
-    process cap, or need a device this host lacks (a CUDA verdict's top-up on a CPU node)."""
-    from rnnopt.report.intervals import processes_to_decide
+    process cap, need a device this host lacks (a CUDA verdict's top-up on a CPU node), or the
+    host's between-run spread alone keeps its interval across the threshold."""
+    from rnnopt.report.intervals import processes_to_decide, run_spread_keeps_open
     from rnnopt.report.outcomes import JOB_KEYS
 
     where = JOB_KEYS.index("device")
@@ -195,7 +196,13 @@ def plan(run: Run, row, settings: dict, costs: Costs, spent: dict, has_device) -
     jobs = [job for job in row.jobs if run.processes(job) < most]
     if not jobs:
         return f"its jobs have {most} processes (the cap)"
-    need = processes_to_decide(row.speedup, settings["threshold"], settings["confidence"], most)
+    rule = (settings["threshold"], settings["confidence"])
+    if run_spread_keeps_open(row.speedup, *rule):
+        return (
+            f"the host's between-run spread ({row.speedup.run_sd:.1%}, --rerun-spread) keeps "
+            "it across the threshold however many processes this run adds"
+        )
+    need = processes_to_decide(row.speedup, *rule, most)
     steps = None if need is None else max(1, need - row.speedup.n)
     step_s = sum(costs.of(job) for job in jobs)
     return Plan(row, jobs, steps, step_s, spent.get(row.key, 0.0))

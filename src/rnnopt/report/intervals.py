@@ -178,6 +178,19 @@ def classify(interval: Interval, threshold: float = THRESHOLD) -> str | None:
     return INCONCLUSIVE
 
 
+def run_spread_keeps_open(
+    interval: Interval, threshold: float = THRESHOLD, confidence: float = CONFIDENCE
+) -> bool:
+    """Whether the between-run part alone keeps the interval across the threshold: with
+    infinitely many processes its half-width (in log) would still be t_q(run_df) x run_sd,
+    which reaches past the estimate's distance to the nearer bound. More processes of this
+    run cannot decide such a verdict; more runs of the host can (a smaller, surer spread)."""
+    if interval.run_sd <= 0 or interval.run_df is None:
+        return False
+    margin = abs(abs(math.log(interval.median)) - math.log(1 + threshold))
+    return _quantile(confidence, interval.run_df) * interval.run_sd >= margin
+
+
 def processes_to_decide(
     interval: Interval,
     threshold: float = THRESHOLD,
@@ -205,7 +218,8 @@ def processes_to_decide(
         return None
 
     between = interval.run_sd**2
-    within = interval.se**2 - between if between > 0 else None
+    # A union of several pairs' intervals has no se: its projection leaves the spread out.
+    within = interval.se**2 - between if between > 0 and interval.se is not None else None
 
     def width(processes: int) -> float:
         """The half-width's factor t_q(df) x se at `processes` a side (up to a constant)."""

@@ -112,12 +112,11 @@ def pair_intervals(
     matched: pd.DataFrame, confidence: float = CONFIDENCE, spread: dict | None = None
 ) -> pd.DataFrame:
     """Per pair: ratio = baseline time / candidate time (geometric means of the processes'
-    times, rnnopt.report.wide.PROCESS_TIME),
-    its interval low-high over processes (NaN with one process a side), widened by the pair's
-    between-run spread where `spread` has it (run_sd_log and its run_df; 0 and NaN
-    otherwise), `processes`, the
-    fewer processes of the two sides, and the interval's se_log and welch_df
-    (rnnopt.report.intervals)."""
+    times, rnnopt.report.wide.PROCESS_TIME), its interval low-high over processes (NaN with
+    one process a side), widened by the pair's between-run spread where `spread` (pair_keys
+    -> (run_sd, run_df)) has it, `processes`, the fewer processes of the two sides, the
+    interval's se_log and welch_df (rnnopt.report.intervals), run_sd_log and run_df (0 and
+    NaN without a spread)."""
     rows = []
     keys = pair_keys(matched) if spread else [None] * len(matched)
     times = zip(matched["process_times_b"], matched["process_times_c"], keys, strict=True)
