@@ -109,3 +109,15 @@ def test_a_bad_spread_file_is_one_line(tmp_path, capsys):
         err = capsys.readouterr().err
         assert status == 2 and err.count("\n") == 1 and "Traceback" not in err
         assert err.startswith(f"rnnopt compare: error: {path}: ") and why in err
+
+
+def test_the_reading_note_names_the_runs_widened(tmp_path, capsys):
+    from rnnopt.report.build import between_runs_note
+
+    folders = runs(tmp_path)
+    _, _, out = spread_of(tmp_path, capsys, folders)
+    metrics = load_run(folders[0])
+    assert f"The intervals of {RUN} (measured over 4 runs) also carry" in between_runs_note(
+        metrics, read(out)
+    )
+    assert between_runs_note(metrics, None).startswith("No between-run spread is measured")

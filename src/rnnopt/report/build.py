@@ -46,10 +46,10 @@ def between_runs_note(metrics: pd.DataFrame, spread: dict | None) -> str:
             "intervals hold the spread of one run's processes, and a run-level shift can move "
             "a verdict near the threshold on a rerun."
         )
-    named = ", ".join(f"{run} ({n} earlier runs)" for run, n in widened.items())
+    named = ", ".join(f"{run} (measured over {n} runs)" for run, n in widened.items())
     return (
         "The intervals of " + named + " also carry the host's between-run spread of each "
-        "speedup, measured over earlier runs (verdicts.rerun_spread; the run_sd_log column: "
+        "speedup (verdicts.rerun_spread; the run_sd_log column: "
         'its variance adds to the processes\', docs/intervals.md, "Between runs").'
     )
 
