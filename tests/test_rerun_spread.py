@@ -121,3 +121,19 @@ def test_the_reading_note_names_the_runs_widened(tmp_path, capsys):
         metrics, read(out)
     )
     assert between_runs_note(metrics, None).startswith("No between-run spread is measured")
+
+
+def test_a_write_that_fails_leaves_no_half_written_output(tmp_path):
+    from rnnopt.cli.common import write_output
+    from rnnopt.errors import UserError
+
+    def half(path):
+        path.write_text("run,candi")
+        raise OSError(28, "No space left on device")
+
+    out = tmp_path / "spread.csv"
+    with pytest.raises(UserError, match=r"spread.csv: cannot write \(No space left on device\)"):
+        write_output(out, half)
+    assert list(tmp_path.iterdir()) == []
+    write_output(out, lambda path: path.write_text("ok\n"))
+    assert out.read_text() == "ok\n" and list(tmp_path.iterdir()) == [out]

@@ -310,3 +310,19 @@ def output_paths(results: str, args) -> tuple[Path, Path, Path]:
         Path(args.csv or root / "metrics.csv"),
         Path(args.series or root / "series.parquet"),
     )
+
+
+def write_output(out: str | Path, write) -> None:
+    """write(path) to a file beside `out`, then moved onto it, so a failure never leaves a
+    half-written `out`; a folder that cannot be made or written is one line naming `out`. The
+    temporary name keeps `out`'s suffixes (pandas picks compression from them)."""
+    path = Path(out)
+    partial = path.with_name(f".partial-{path.name}")
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        write(partial)
+        partial.replace(path)
+    except OSError as error:
+        raise UserError(f"{out}: cannot write ({error.strerror or error})") from None
+    finally:
+        partial.unlink(missing_ok=True)

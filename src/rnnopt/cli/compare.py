@@ -11,10 +11,8 @@ optimisation's speedup smaller in B; 0 otherwise; 2 for bad flags or paths.
 from __future__ import annotations
 
 import sys
-from pathlib import Path
 
-from rnnopt.cli.common import add_verdict_arguments, verdict_settings
-from rnnopt.errors import UserError
+from rnnopt.cli.common import add_verdict_arguments, verdict_settings, write_output
 
 FAIL_ON = ("time", "peak_mib", "speedup")  # rnnopt.report.compare.Comparison.regressions
 
@@ -48,9 +46,9 @@ def run(args) -> int:
     comparison = compare(args.a, args.b, args.run, threshold, confidence, spread)
     text = markdown(comparison, args.a, args.b, threshold, confidence)
     if args.csv:
-        _write(args.csv, lambda path: numbers(comparison).to_csv(path, index=False))
+        write_output(args.csv, lambda path: numbers(comparison).to_csv(path, index=False))
     if args.out:
-        _write(args.out, lambda path: path.write_text(text + "\n"))
+        write_output(args.out, lambda path: path.write_text(text + "\n"))
         print(summary(comparison))
         print(f"wrote {args.out}")
     else:
@@ -62,12 +60,3 @@ def run(args) -> int:
             file=sys.stderr,
         )
     return 1 if failing else 0
-
-
-def _write(out: str, write) -> None:
-    path = Path(out)
-    try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        write(path)
-    except OSError as error:
-        raise UserError(f"{out}: cannot write ({error.strerror or error})") from None

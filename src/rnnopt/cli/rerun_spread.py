@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from rnnopt.cli.common import write_output
 from rnnopt.errors import UserError
 
 
@@ -35,13 +36,7 @@ def run(args) -> int:
         raise UserError(f"rerun-spread: no speedup measured in {FEWEST_RUNS} of the runs given")
     out = Path(args.out)
     table = merged(out, spread)
-    try:
-        out.parent.mkdir(parents=True, exist_ok=True)
-        partial = out.with_name(out.name + ".partial")
-        table.to_csv(partial, index=False)
-        partial.replace(out)
-    except OSError as error:
-        raise UserError(f"{out}: cannot write ({error.strerror or error})") from None
+    write_output(out, lambda path: table.to_csv(path, index=False))
     run_name = spread["run"].iloc[0]
     for row in spread.itertuples(index=False):
         print(

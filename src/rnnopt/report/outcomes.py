@@ -98,13 +98,17 @@ def job_text(values) -> str:
     return f"{variant} {dtype} {device} {shape} threads{int(threads)}"
 
 
+def side_jobs(matched: pd.DataFrame, suffix: str) -> list[tuple]:
+    """The JOB_KEYS values of one side (suffix _c or _b) of each matched pair: the side's own
+    column where the sides differ, the shared one where pairs() matched on it."""
+    columns = [f"{key}{suffix}" if f"{key}{suffix}" in matched else key for key in JOB_KEYS]
+    return [tuple(row) for row in matched[columns].itertuples(index=False)]
+
+
 def pair_keys(matched: pd.DataFrame) -> list[tuple[str, str]]:
     """(candidate job, baseline job) of each matched pair, as job_text: what a between-run
     spread is measured and looked up by."""
-    sides = []
-    for suffix in ("_c", "_b"):
-        columns = [f"{key}{suffix}" if f"{key}{suffix}" in matched else key for key in JOB_KEYS]
-        sides.append([job_text(row) for row in matched[columns].itertuples(index=False)])
+    sides = ([job_text(job) for job in side_jobs(matched, s)] for s in ("_c", "_b"))
     return list(zip(*sides, strict=True))
 
 
@@ -219,11 +223,7 @@ def _unverified(data: RunData, matched: pd.DataFrame, run: str) -> list[str]:
 
 def _jobs(timed: pd.DataFrame) -> tuple[tuple, ...]:
     """The profile jobs of both sides of matched pairs, candidates first, each once."""
-    found = []
-    for suffix in ("_c", "_b"):
-        columns = [f"{key}{suffix}" if f"{key}{suffix}" in timed else key for key in JOB_KEYS]
-        found += [tuple(row) for row in timed[columns].itertuples(index=False)]
-    return tuple(dict.fromkeys(found))
+    return tuple(dict.fromkeys(side_jobs(timed, "_c") + side_jobs(timed, "_b")))
 
 
 def _measured(
