@@ -11,6 +11,7 @@ configfile: "config/config.yaml"
 report: "workflow/report/workflow.rst"
 
 
+include: "workflow/rules/scheduler.smk"
 include: "workflow/rules/common.smk"
 include: "workflow/rules/resources.smk"
 include: "workflow/rules/datasets.smk"
