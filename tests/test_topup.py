@@ -48,13 +48,18 @@ def job_folder(job: tuple) -> str:
     return f"{variant}/{device}-{dtype}/b{batch}-t{seq_len}-i{input_size}-h{hidden_size}"
 
 
-def write_process(root, job, process, time_ms, stage="profile", loop_s=1.0):
+def write_process(root, job, process, time_ms, stage="profile", loop_s=1.0, probe_ms=1.0):
     """The step record of one process of `job`, every call taking time_ms, its timing loop
-    loop_s seconds."""
+    loop_s seconds, both its speed probes probe_ms."""
     variant, dtype, device = job[0], job[1], job[2]
     relative = f"{job_folder(job)}/step-threads1-p{process}.json"
     time = {"median": time_ms, "iqr": 0.0, "min": time_ms, "mean": time_ms, "n": 5}
-    metrics = {"time_ms": time, "samples_ms": [time_ms] * 5, "contention": {"wall_s": loop_s}}
+    probes = {"probe_before_ms": probe_ms, "probe_after_ms": probe_ms}
+    metrics = {
+        "time_ms": time,
+        "samples_ms": [time_ms] * 5,
+        "contention": {"wall_s": loop_s, **probes},
+    }
     record = make_record(
         "profile",
         seed=0,
@@ -270,3 +275,29 @@ def test_a_verdict_the_between_run_spread_keeps_open_gets_no_process(tmp_path, c
     measure, calls = writer(steady)
     assert topup(run, 600, 20, 0.05, 0.95, {RUN: {pair: (0.002, 6.0)}}, measure=measure) == []
     assert calls
+
+
+def test_a_process_a_slow_spell_took_is_replaced_even_where_the_spread_keeps_it_open(
+    tmp_path, capsys
+):
+    """TorchScript's process 1 timed during a slow spell (both probes 1.5x the run's usual):
+    the report leaves it out, and the interval would rest on two processes against three. The
+    spread keeps the verdict open, so the top-up adds no process to decide it, but it gives
+    TorchScript's job one in place of the lost one, and the cell loop's job none."""
+    pair = (
+        "torch-lstm-jit float32 cpu b16-t20-i32-h64 threads1",
+        "torch-lstm-cell float32 cpu b16-t20-i32-h64 threads1",
+    )
+    run = base_run(tmp_path)
+    write_process(tmp_path, JIT, 1, 9.4 * 1.4, probe_ms=1.5)
+    run = Run(tmp_path / RUN)
+    assert run.short(JIT) and not run.short(CELL) and not run.short(NN)
+    assert undecided(run.metrics, spread={RUN: {pair: (0.02, 6.0)}})[0].speedup.n == 2
+    measure, calls = writer({JIT: itertools.cycle([9.1])})
+    left = topup(run, 600, 20, 0.05, 0.95, {RUN: {pair: (0.02, 6.0)}}, measure=measure)
+    assert calls == [(JIT, 3)]
+    assert [row.speedup.n for row in left] == [3]
+    out = capsys.readouterr().out
+    assert "+1 process of 1 jobs for TorchScript" in out
+    assert "replacing processes left out for a slow spell" in out
+    assert "keeps it across the threshold however many processes" in out
