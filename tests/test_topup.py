@@ -301,3 +301,18 @@ def test_a_process_a_slow_spell_took_is_replaced_even_where_the_spread_keeps_it_
     assert "+1 process of 1 jobs for TorchScript" in out
     assert "replacing processes left out for a slow spell" in out
     assert "keeps it across the threshold however many processes" in out
+
+
+def test_a_decided_verdict_gets_back_a_process_a_slow_spell_took(tmp_path, capsys):
+    """nn.LSTM vs the cell loop is decided (3.3x), but nn.LSTM's process 1 ran in a slow spell:
+    the top-up gives that job one process in its place (and only that), then stops."""
+    run = base_run(tmp_path, jit_ms=(9.0, 9.02, 9.01), cell_ms=(10.0, 10.02, 10.01))
+    write_process(tmp_path, NN, 1, 4.5, probe_ms=1.5)
+    run = Run(tmp_path / RUN)
+    assert undecided(run.metrics) == [] and run.short(NN)
+    measure, calls = writer({NN: itertools.cycle([3.02])})
+    assert topup(run, 600, 20, 0.05, 0.95, measure=measure) == []
+    assert calls == [(NN, 3)] and not run.short(NN)
+    out = capsys.readouterr().out
+    assert "+1 process of 1 jobs for library kernels (nn.LSTM vs hand-written cell)" in out
+    assert "nothing left to decide; undecided: 0" in out

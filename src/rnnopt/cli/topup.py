@@ -5,10 +5,10 @@ A speed verdict is inconclusive when its interval crosses the threshold
 processes its interval says it still needs, times the seconds a step takes) gets one more
 process of each profile job it rests on (the same command as the workflow's profile job, but
 the GEMM-only split), then the verdicts are judged again: a verdict drops out once its interval
-clears the threshold, or its jobs reach --max-processes. A verdict that the host's
-between-run spread keeps open gets no such step, only a process in place of each one that a
-slow spell of the host took from its jobs (rnnopt.report.wide.undisturbed), so that its
-interval rests on the processes the passes gave it. No step starts that its jobs' cost
+clears the threshold, or its jobs reach --max-processes. A decided verdict, or one that the
+host's between-run spread keeps open, gets no such step, only a process in place of each one
+that a slow spell of the host took from its jobs (rnnopt.report.wide.undisturbed), so that
+its interval rests on the processes the passes gave it. No step starts that its jobs' cost
 (their last process, or their timing loop plus the start-up seen so far) says would not fit in
 what is left of --budget-s. The records go to results/<run>/topup/, read with the run's
 profile records (process numbers after the base passes). docs/intervals.md ("Undecided
@@ -221,13 +221,9 @@ def plan(run: Run, row, settings: dict, costs: Costs, spent: dict, has_device) -
         return f"its jobs have {most} processes (the cap)"
     rule = (settings["threshold"], settings["confidence"])
     if run_spread_keeps_open(row.speedup, *rule):
-        # Undecidable here, but its interval should rest on as many processes as the passes
-        # gave it: at two a side instead of three, the 95% interval's t grows from 2.8 to
-        # 4.3 (12.7 where the other side has two as well).
-        short = [job for job in jobs if run.short(job)]
-        if short:
-            step_s = sum(costs.of(job) for job in short)
-            return Plan(row, short, 1, step_s, spent.get(row.key, 0.0), replaces=True)
+        replacing = replacement(run, row, costs, spent, settings, has_device)
+        if replacing is not None:
+            return replacing
         return (
             f"the host's between-run spread ({row.speedup.run_sd:.1%}, --rerun-spread) keeps "
             "it across the threshold however many processes this run adds"
@@ -236,6 +232,29 @@ def plan(run: Run, row, settings: dict, costs: Costs, spent: dict, has_device) -
     steps = None if need is None else max(1, need - row.speedup.n)
     step_s = sum(costs.of(job) for job in jobs)
     return Plan(row, jobs, steps, step_s, spent.get(row.key, 0.0))
+
+
+def replacement(run: Run, row, costs: Costs, spent: dict, settings: dict, has_device):
+    """A step that gives the verdict's jobs a process in place of each one a slow spell took
+    (Run.short), or None when none is short. A decided verdict, or one the between-run spread
+    keeps open, gets no other step; but its interval should rest on the processes the passes
+    gave it: with two processes a side instead of three, a 95% interval's t quantile grows
+    from 2.8 to 4.3 (12.7 at one degree of freedom), and a decided verdict can read 2.04-21.84
+    (run K's batching, 6.67x)."""
+    from rnnopt.report.outcomes import JOB_KEYS
+
+    where = JOB_KEYS.index("device")
+    short = [
+        job
+        for job in row.jobs
+        if has_device(job[where])
+        and run.processes(job) < settings["max_processes"]
+        and run.short(job)
+    ]
+    if not short:
+        return None
+    step_s = sum(costs.of(job) for job in short)
+    return Plan(row, short, 1, step_s, spent.get(row.key, 0.0), replaces=True)
 
 
 @cache
@@ -260,7 +279,8 @@ def topup(
     clock=time.monotonic,
     has_device=device_here,
 ) -> list:
-    """Steps of one more process per job of an undecided verdict, until none is undecided,
+    """Steps of one more process per job of an undecided verdict (or, for any speed verdict,
+    per job that a slow spell left short: `replacement`), until none is undecided or short,
     their jobs reach max_processes, or no next step fits in what is left of the budget; the
     verdicts still undecided.
 
@@ -270,18 +290,22 @@ def topup(
     decide either go last, the one with the fewest seconds so far first. The projection only
     orders the steps: from three processes it is too unsure to leave a verdict out (a slow
     spell in one process makes a clear 1.1x look out of reach; docs/intervals.md)."""
-    from rnnopt.report.undecided import undecided
+    from rnnopt.report.undecided import speed_verdicts
 
     start, costs, spent = clock(), Costs(run), {}
     settings = {"max_processes": max_processes, "threshold": threshold, "confidence": confidence}
     while True:
-        open_ = undecided(run.metrics, threshold, confidence, spread)
-        if not open_:
+        verdicts = speed_verdicts(run.metrics, threshold, confidence, spread)
+        open_ = [row for row, undecided in verdicts if undecided]
+        plans = [plan(run, row, settings, costs, spent, has_device) for row in open_]
+        decided = [row for row, undecided in verdicts if not undecided]
+        replacing = [replacement(run, row, costs, spent, settings, has_device) for row in decided]
+        steps = [p for p in plans + replacing if isinstance(p, Plan)]
+        if not open_ and not steps:
             print("nothing left to decide; undecided: 0")
             return open_
-        plans = [plan(run, row, settings, costs, spent, has_device) for row in open_]
         left = budget_s - (clock() - start)
-        fitting = [p for p in plans if isinstance(p, Plan) and p.step_s <= left]
+        fitting = [p for p in steps if p.step_s <= left]
         if not fitting:
             print(f"no step fits in the {max(left, 0):.0f} s left; undecided: {len(open_)}")
             for row, found in zip(open_, plans, strict=True):

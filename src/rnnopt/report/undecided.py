@@ -20,7 +20,8 @@ from rnnopt.report.verdicts import INCONCLUSIVE, per_shape, single_verdict, spee
 
 @dataclass(frozen=True)
 class Undecided:
-    """One comparison at one shape whose verdict the speed interval leaves inconclusive."""
+    """One comparison at one shape whose verdict rests on a speed interval (in `undecided`:
+    one that the interval leaves inconclusive)."""
 
     optimisation: str
     run: str
@@ -37,14 +38,15 @@ class Undecided:
         return f"{self.optimisation}{where}: {self.speedup}"
 
 
-def undecided(
+def speed_verdicts(
     metrics: pd.DataFrame,
     threshold: float = THRESHOLD,
     confidence: float = CONFIDENCE,
     spread: dict | None = None,
-) -> list[Undecided]:
-    """Every comparison (and shape) of every run in `metrics` that is inconclusive because its
-    speed interval crosses the threshold."""
+) -> list[tuple[Undecided, bool]]:
+    """Every comparison (and shape) of every run in `metrics` whose verdict rests on a speed
+    interval over processes, each with whether it is undecided: inconclusive because that
+    interval crosses the threshold (and no other criterion already fails it)."""
     timed = [c for c in COMPARISONS if c.method == "pair" and "speed" in c.criteria]
     found = []
     for comparison, run, outcome in table.outcomes(metrics, timed, confidence, spread):
@@ -53,9 +55,24 @@ def undecided(
         shapes = outcome.by_shape or {table.ALL_SHAPES: outcome}
         for shape, shaped in shapes.items():
             one = per_shape(outcome, shaped) if outcome.by_shape else outcome
-            verdict = single_verdict(comparison, one, threshold)
-            if verdict_category(verdict) != "inconclusive":
+            if one.speedup is None:
                 continue
-            if speed(one, threshold)[0] == INCONCLUSIVE:
-                found.append(Undecided(comparison.optimisation, run, shape, one.speedup, one.jobs))
+            verdict = single_verdict(comparison, one, threshold)
+            open_ = (
+                verdict_category(verdict) == "inconclusive"
+                and speed(one, threshold)[0] == INCONCLUSIVE
+            )
+            row = Undecided(comparison.optimisation, run, shape, one.speedup, one.jobs)
+            found.append((row, open_))
     return found
+
+
+def undecided(
+    metrics: pd.DataFrame,
+    threshold: float = THRESHOLD,
+    confidence: float = CONFIDENCE,
+    spread: dict | None = None,
+) -> list[Undecided]:
+    """Every comparison (and shape) of every run in `metrics` that is inconclusive because its
+    speed interval crosses the threshold."""
+    return [row for row, open_ in speed_verdicts(metrics, threshold, confidence, spread) if open_]
