@@ -316,3 +316,19 @@ def test_a_decided_verdict_gets_back_a_process_a_slow_spell_took(tmp_path, capsy
     out = capsys.readouterr().out
     assert "+1 process of 1 jobs for library kernels (nn.LSTM vs hand-written cell)" in out
     assert "nothing left to decide; undecided: 0" in out
+
+
+def test_a_verdict_the_budget_can_decide_goes_before_a_process_given_back(tmp_path):
+    """TorchScript undecided (two steps of 2 s would decide it) and nn.LSTM's job one process
+    short (its verdict decided). With 600 s TorchScript's step comes first and nn.LSTM's
+    process after it; with 3 s (its projected 4 s do not fit) nn.LSTM's process first."""
+    for budget, first in ((600, {JIT, CELL}), (3, {NN})):
+        root = tmp_path / str(budget)
+        base_run(root)
+        write_process(root, NN, 1, 4.5, probe_ms=1.5)
+        run = Run(root / RUN)
+        steady = {JIT: itertools.cycle([9.0, 9.02]), CELL: itertools.cycle([10.0, 10.03])}
+        measure, calls = writer(steady | {NN: itertools.cycle([3.01])})
+        topup(run, budget, 20, 0.05, 0.95, measure=measure, clock=lambda: 0.0)
+        assert {job for job, _ in calls[: len(first)]} == first
+        assert sorted({job for job, _ in calls}) == sorted({JIT, CELL, NN})

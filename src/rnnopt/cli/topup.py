@@ -175,9 +175,14 @@ class Plan:
     def cost_s(self) -> float:
         return math.inf if self.steps is None else self.steps * self.step_s
 
-    @property
-    def priority(self) -> tuple[float, float]:
-        return self.cost_s, self.spent_s
+    def priority(self, left_s: float) -> tuple[int, float, float]:
+        """What goes first: steps of verdicts projected to be decided within the seconds
+        left, cheapest first; then the processes given back to verdicts that a slow spell left
+        short (they narrow an interval, but decide nothing); then the verdicts that neither
+        the budget nor the cap would decide, the one with the fewest seconds so far first."""
+        if self.replaces:
+            return 1, self.cost_s, self.spent_s
+        return (0 if self.cost_s <= left_s else 2), self.cost_s, self.spent_s
 
     @property
     def projected(self) -> str:
@@ -311,7 +316,7 @@ def topup(
             for row, found in zip(open_, plans, strict=True):
                 print(f"  {row}: {why_left(found)}")
             return open_
-        chosen = min(fitting, key=lambda p: p.priority)
+        chosen = min(fitting, key=lambda p: p.priority(left))
         for job in chosen.jobs:
             began = clock()
             measure(run, job)
