@@ -332,3 +332,16 @@ def test_a_verdict_the_budget_can_decide_goes_before_a_process_given_back(tmp_pa
         topup(run, budget, 20, 0.05, 0.95, measure=measure, clock=lambda: 0.0)
         assert {job for job, _ in calls[: len(first)]} == first
         assert sorted({job for job, _ in calls}) == sorted({JIT, CELL, NN})
+
+
+def test_an_undecided_verdict_beyond_the_budget_still_gets_back_its_lost_process(tmp_path):
+    """TorchScript on the threshold (1.05x: no budget decides it) and its process 1 in a slow
+    spell: with 1.5 s (a TorchScript step takes 2 s) the top-up still gives its job the lost
+    process back (1 s) first."""
+    run = base_run(tmp_path, jit_ms=(9.52, 9.5, 9.48), cell_ms=(10.0, 10.0, 10.0))
+    write_process(tmp_path, JIT, 1, 9.5 * 1.4, probe_ms=1.5)
+    run = Run(tmp_path / RUN)
+    assert [row.optimisation for row in undecided(run.metrics)] == ["TorchScript"]
+    measure, calls = writer({JIT: itertools.cycle([9.5]), CELL: itertools.cycle([10.0])})
+    topup(run, 1.5, 20, 0.05, 0.95, measure=measure, clock=lambda: 0.0)
+    assert calls[0] == (JIT, 3) and not run.short(JIT)

@@ -226,9 +226,6 @@ def plan(run: Run, row, settings: dict, costs: Costs, spent: dict, has_device) -
         return f"its jobs have {most} processes (the cap)"
     rule = (settings["threshold"], settings["confidence"])
     if run_spread_keeps_open(row.speedup, *rule):
-        replacing = replacement(run, row, costs, spent, settings, has_device)
-        if replacing is not None:
-            return replacing
         return (
             f"the host's between-run spread ({row.speedup.run_sd:.1%}, --rerun-spread) keeps "
             "it across the threshold however many processes this run adds"
@@ -241,11 +238,12 @@ def plan(run: Run, row, settings: dict, costs: Costs, spent: dict, has_device) -
 
 def replacement(run: Run, row, costs: Costs, spent: dict, settings: dict, has_device):
     """A step that gives the verdict's jobs a process in place of each one a slow spell took
-    (Run.short), or None when none is short. A decided verdict, or one the between-run spread
-    keeps open, gets no other step; but its interval should rest on the processes the passes
-    gave it: with two processes a side instead of three, a 95% interval's t quantile grows
-    from 2.8 to 4.3 (12.7 at one degree of freedom), and a decided verdict can read 2.04-21.84
-    (run K's batching, 6.67x)."""
+    (Run.short), or None when none is short. A decided verdict, one the between-run spread
+    keeps open, or one no budget would decide gets no other step (before the budget runs
+    out); but its interval should rest on the processes the passes gave it: with two
+    processes a side instead of three, a 95% interval's t quantile grows from 2.8 to 4.3
+    (12.7 at one degree of freedom), and a decided verdict can read 2.04-21.84 (run K's
+    batching, 6.67x)."""
     from rnnopt.report.outcomes import JOB_KEYS
 
     where = JOB_KEYS.index("device")
@@ -303,8 +301,11 @@ def topup(
         verdicts = speed_verdicts(run.metrics, threshold, confidence, spread)
         open_ = [row for row, undecided in verdicts if undecided]
         plans = [plan(run, row, settings, costs, spent, has_device) for row in open_]
-        decided = [row for row, undecided in verdicts if not undecided]
-        replacing = [replacement(run, row, costs, spent, settings, has_device) for row in decided]
+        # Every verdict, open or decided, may get back processes a spell took; an open one
+        # whose own step is beyond budget or cap still gets them (its interval rests on them).
+        replacing = [
+            replacement(run, row, costs, spent, settings, has_device) for row, _ in verdicts
+        ]
         steps = [p for p in plans + replacing if isinstance(p, Plan)]
         if not open_ and not steps:
             print("nothing left to decide; undecided: 0")
