@@ -48,7 +48,9 @@ def job_folder(job: tuple) -> str:
     return f"{variant}/{device}-{dtype}/b{batch}-t{seq_len}-i{input_size}-h{hidden_size}"
 
 
-def write_process(root, job, process, time_ms, stage="profile", loop_s=1.0, probe_ms=1.0):
+def write_process(
+    root, job, process, time_ms, stage="profile", loop_s=1.0, probe_ms=1.0, status="ok"
+):
     """The step record of one process of `job`, every call taking time_ms, its timing loop
     loop_s seconds, both its speed probes probe_ms."""
     variant, dtype, device = job[0], job[1], job[2]
@@ -64,7 +66,9 @@ def write_process(root, job, process, time_ms, stage="profile", loop_s=1.0, prob
         "profile",
         seed=0,
         config=CONFIG | {"variant": variant, "dtype": dtype, "device": device, "process": process},
-        metrics=metrics,
+        metrics=metrics if status == "ok" else None,
+        status=status,
+        reason=None if status == "ok" else "MemoryError: out of memory",
         variant=FakeVariant(variant, dtype, device),
         env=ENV,
         phase="step",
@@ -345,3 +349,14 @@ def test_an_undecided_verdict_beyond_the_budget_still_gets_back_its_lost_process
     measure, calls = writer({JIT: itertools.cycle([9.5]), CELL: itertools.cycle([10.0])})
     topup(run, 1.5, 20, 0.05, 0.95, measure=measure, clock=lambda: 0.0)
     assert calls[0] == (JIT, 3) and not run.short(JIT)
+
+
+def test_a_process_that_failed_is_not_given_back(tmp_path):
+    """nn.LSTM's process 1 failed (not a spell): the job is not short, and the top-up, with
+    nothing undecided, times nothing."""
+    base_run(tmp_path, jit_ms=(9.0, 9.02, 9.01), cell_ms=(10.0, 10.02, 10.01))
+    write_process(tmp_path, NN, 1, 0.0, status="failed")
+    run = Run(tmp_path / RUN)
+    assert not run.short(NN)
+    measure, calls = writer({})
+    assert topup(run, 600, 20, 0.05, 0.95, measure=measure) == [] and calls == []

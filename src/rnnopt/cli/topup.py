@@ -113,8 +113,8 @@ class Run:
 
     def short(self, job: tuple) -> bool:
         """Whether the job has fewer ok processes that the report keeps (rnnopt.report.wide
-        .undisturbed: a slow spell of the host took the others) than the workflow's passes
-        gave it."""
+        .undisturbed: a slow spell of the host took the others) than ok processes of the
+        workflow's passes (a process that failed is no spell's doing: not given back)."""
         from rnnopt.report.outcomes import JOB_KEYS
         from rnnopt.report.wide import records, undisturbed
 
@@ -124,6 +124,7 @@ class Run:
             self._kept = rows.groupby(list(JOB_KEYS))["process"].nunique().to_dict()
         rows = self._rows(job)
         passes = rows[rows["source"].str.startswith(f"{self.name}/profile/")]
+        passes = passes[passes["status"] == "ok"]
         return self._kept.get(job, 0) < passes["process"].nunique()
 
     def next_process(self, job: tuple) -> int:
