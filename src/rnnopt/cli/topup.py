@@ -5,10 +5,11 @@ A speed verdict is inconclusive when its interval crosses the threshold
 processes its interval says it still needs, times the seconds a step takes) gets one more
 process of each profile job it rests on (the same command as the workflow's profile job, but
 the GEMM-only split), then the verdicts are judged again: a verdict drops out once its interval
-clears the threshold, or its jobs reach --max-processes. A decided verdict, or one that the
-host's between-run spread keeps open, gets no such step, only a process in place of each one
-that a slow spell of the host took from its jobs (rnnopt.report.wide.undisturbed), so that
-its interval rests on the processes the passes gave it. No step starts that its jobs' cost
+clears the threshold, or its jobs reach --max-processes. Any speed verdict, decided, held
+open by the host's between-run spread or beyond budget, also gets a process in place of each
+one that a slow spell of the host took from its jobs (rnnopt.report.wide.undisturbed), so
+that its interval rests on the processes the passes gave it (Plan.priority: after the steps
+the budget can decide, before the rest). No step starts that its jobs' cost
 (their last process, or their timing loop plus the start-up seen so far) says would not fit in
 what is left of --budget-s. The records go to results/<run>/topup/, read with the run's
 profile records (process numbers after the base passes). docs/intervals.md ("Undecided
@@ -90,14 +91,14 @@ class Run:
         self.folder = run_dir / TOPUP
         self._collect = collect
         self.metrics = collect(self.results, record_paths(self.results, self.name))[0]
-        self._kept = None
+        self._counts = None
 
     def add(self, paths: list[Path]) -> None:
         import pandas as pd
 
         new = self._collect(self.results, paths)[0]
         self.metrics = pd.concat([self.metrics, new], ignore_index=True)
-        self._kept = None
+        self._counts = None
 
     def _rows(self, job: tuple):
         from rnnopt.report.outcomes import JOB_KEYS
@@ -115,17 +116,24 @@ class Run:
         """Whether the job has fewer ok processes that the report keeps (rnnopt.report.wide
         .undisturbed: a slow spell of the host took the others) than ok processes of the
         workflow's passes (a process that failed is no spell's doing: not given back)."""
+        if self._counts is None:
+            self._counts = self._ok_processes()
+        kept, passes = self._counts
+        return kept.get(job, 0) < passes.get(job, 0)
+
+    def _ok_processes(self) -> tuple[dict, dict]:
+        """Per job, its ok processes that the report keeps, and its ok processes of the passes
+        (records under profile/): counted once per state of the records, not per job."""
         from rnnopt.report.outcomes import JOB_KEYS
         from rnnopt.report.wide import records, undisturbed
 
-        if self._kept is None:
-            rows = undisturbed(records(self.metrics, "profile", per_process=True))
-            rows = rows[rows["status"] == "ok"]
-            self._kept = rows.groupby(list(JOB_KEYS))["process"].nunique().to_dict()
-        rows = self._rows(job)
+        rows = records(self.metrics, "profile", per_process=True)
+        rows = rows[rows["status"] == "ok"]
+        kept = undisturbed(rows)
         passes = rows[rows["source"].str.startswith(f"{self.name}/profile/")]
-        passes = passes[passes["status"] == "ok"]
-        return self._kept.get(job, 0) < passes["process"].nunique()
+        return tuple(
+            frame.groupby(list(JOB_KEYS))["process"].nunique().to_dict() for frame in (kept, passes)
+        )
 
     def next_process(self, job: tuple) -> int:
         return int(self._rows(job)["process"].max()) + 1
@@ -251,9 +259,9 @@ def replacement(run: Run, row, costs: Costs, spent: dict, settings: dict, has_de
     short = [
         job
         for job in row.jobs
-        if has_device(job[where])
+        if run.short(job)
+        and has_device(job[where])
         and run.processes(job) < settings["max_processes"]
-        and run.short(job)
     ]
     if not short:
         return None
