@@ -226,6 +226,9 @@ def test_the_command_repeats_the_base_process_flags_but_the_split():
     assert "--phase forward backward step --threads 1 --seed 0 --process 7" in text
     assert "--min-time-s 0.3 --min-calls 5 --max-warmup-calls 4 --split-phases --peak " in text
     assert command[-3:] == ["--native-only", "--out", str(out / "{phase}-threads1-p7.json")]
+    spelled = CONFIG | {"spell_log": "results/cpu-x/spells.log", "spell_wait_s": 5.0}
+    text = " ".join(profile_command(spelled | {"spell_budget_s": 40.0}, 7, out))
+    assert "--spell-log results/cpu-x/spells.log --spell-wait-s 5.0 --spell-budget-s 40.0" in text
 
 
 def test_a_folder_without_a_run_is_one_line(tmp_path, capsys):

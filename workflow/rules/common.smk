@@ -151,6 +151,16 @@ def timing_flags(wildcards) -> str:
     )
 
 
+def spell_flags(wildcards) -> str:
+    """The wait for a slow spell of the host to pass before a profile job's timing loop
+    (rnnopt.measure.spells): the run's spell log and config["timing"]'s limits."""
+    timing = config["timing"]
+    return (
+        f"--spell-log results/{wildcards.run}/spells.log "
+        f"--spell-wait-s {timing['spell_wait_s']} --spell-budget-s {timing['spell_budget_s']}"
+    )
+
+
 def pass_priority(wildcards) -> int:
     """Process r of every profile job before process r + 1: earlier passes rank higher."""
     return PASSES - int(wildcards.process)

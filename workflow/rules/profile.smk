@@ -62,6 +62,7 @@ rule profile:
     params:
         seed=config["seed"],
         timing=timing_flags,
+        spells=spell_flags,
         split=split_flags,
         native=native_flag,
         caches=compile_caches,
@@ -79,7 +80,8 @@ rule profile:
         "--device {wildcards.device} --batch {wildcards.batch} --seq-len {wildcards.seq_len} "
         "--input-size {wildcards.input_size} --hidden-size {wildcards.hidden_size} "
         "--phase forward backward step --threads {wildcards.threads} --seed {params.seed} "
-        "--process {wildcards.process} {params.timing} {params.split} {params.native} "
+        "--process {wildcards.process} {params.timing} {params.spells} {params.split} "
+        "{params.native} "
         "--peak {input.peak} --out '{params.out}' > {log} 2>&1"
 
 

@@ -26,6 +26,7 @@ from rnnopt.cli.common import (
     apply_variant_threads,
     check_variant_name,
     fill_template,
+    non_negative_float,
     non_negative_int,
     write_failure,
     write_measurement,
@@ -64,6 +65,24 @@ def register(subparsers) -> None:
         metavar="N",
         help="which of the independent processes timing this configuration this is (record "
         "field `process`; the workflow runs 0 .. timing.repeats-1, in passes)",
+    )
+    parser.add_argument(
+        "--spell-log",
+        metavar="FILE",
+        help="the run's spell log (rnnopt.measure.spells): wait out a slow spell of the host "
+        "before the timing loop, judged against the probes the log holds; no waiting without",
+    )
+    parser.add_argument(
+        "--spell-wait-s",
+        type=non_negative_float,
+        default=5.0,
+        help="seconds this process waits for a slow spell to pass, at most (default 5)",
+    )
+    parser.add_argument(
+        "--spell-budget-s",
+        type=non_negative_float,
+        default=40.0,
+        help="seconds all processes of the run wait, at most: the sum the log holds (default 40)",
     )
     parser.add_argument(
         "--native-only",

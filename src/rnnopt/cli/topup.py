@@ -62,7 +62,9 @@ def register(subparsers) -> None:
 
 def profile_command(config: dict, process: int, out_folder: Path) -> list[str]:
     """The profile command of one more process of the job whose record config is `config`:
-    its flags, but --process, --out and no GEMM-only split (the verdict needs the step)."""
+    its flags (the spell log's too: a top-up process waits out a slow spell as the passes'
+    did, from the same run's budget), but --process, --out and no GEMM-only split (the
+    verdict needs the step)."""
     command = [sys.executable, "-m", "rnnopt", "--isolate", "profile"]
     for flag in ("variant", "dtype", "device", "batch", "seq_len", "input_size", "hidden_size"):
         command += [f"--{flag.replace('_', '-')}", str(config[flag])]
@@ -71,6 +73,10 @@ def profile_command(config: dict, process: int, out_folder: Path) -> list[str]:
     for flag in ("min_time_s", "min_calls", "max_warmup_calls"):
         command += [f"--{flag.replace('_', '-')}", str(config[flag])]
     command += ["--split-phases"]
+    if config.get("spell_log"):
+        command += ["--spell-log", str(config["spell_log"])]
+        command += ["--spell-wait-s", str(config["spell_wait_s"])]
+        command += ["--spell-budget-s", str(config["spell_budget_s"])]
     if config.get("peak"):
         command += ["--peak", str(config["peak"])]
     if config.get("native_only"):

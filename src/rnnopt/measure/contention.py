@@ -22,6 +22,9 @@ What each number tells a reader:
   spells of these VMs (steal 0, load normal, one process of a job 1.5-2x slower than its
   siblings for a minute): the probe does, and the report leaves out a process whose probe
   ran well above the run's usual (rnnopt.report.wide.DISTURBED_PROBE).
+- `spell_wait_s`, `probe_reference_ms` (with a spell gate, rnnopt.measure.spells): the seconds
+  the process waited, probing, for a slow spell to pass before its loop, and the run's usual
+  probe it compared against (None until the run has one).
 """
 
 from __future__ import annotations
@@ -95,13 +98,20 @@ def speed_probe_ms(loops: int = PROBE_LOOPS, runs: int = PROBE_RUNS) -> float:
 
 
 class Contention:
-    """A context manager around one process's whole timing loop; `.metrics()` after it."""
+    """A context manager around one process's whole timing loop; `.metrics()` after it. With a
+    `gate` (rnnopt.measure.spells.SpellGate) the loop first waits out a slow spell, and the
+    process's probes go to the run's spell log."""
 
-    def __init__(self, proc_stat: str | os.PathLike = PROC_STAT):
+    def __init__(self, proc_stat: str | os.PathLike = PROC_STAT, gate=None):
         self.proc_stat = Path(proc_stat)
+        self.gate = gate
+        self._waited_s, self._reference = 0.0, None
 
     def __enter__(self) -> Contention:
-        self._probe_before = speed_probe_ms()
+        if self.gate is None:
+            self._probe_before = speed_probe_ms()
+        else:
+            self._probe_before, self._waited_s, self._reference = self.gate.wait()
         self._load_1m = _load_1m()
         self._stat = _read(self.proc_stat)
         self._usage = resource.getrusage(resource.RUSAGE_SELF)
@@ -115,6 +125,8 @@ class Contention:
         self._voluntary = usage.ru_nvcsw - self._usage.ru_nvcsw
         self._steal = steal_fraction(self._stat, _read(self.proc_stat))
         self._probe_after = speed_probe_ms()
+        if self.gate is not None and exc_info[0] is None:
+            self.gate.record(min(self._probe_before, self._probe_after), self._waited_s)
 
     def metrics(self) -> dict:
         """loadavg_1m, steal_fraction, involuntary_ctx_switches, voluntary_ctx_switches, wall_s
@@ -127,4 +139,9 @@ class Contention:
             "wall_s": self._wall_s,
             "probe_before_ms": self._probe_before,
             "probe_after_ms": self._probe_after,
+            **(
+                {"spell_wait_s": self._waited_s, "probe_reference_ms": self._reference}
+                if self.gate is not None
+                else {}
+            ),
         }

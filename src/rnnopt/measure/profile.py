@@ -12,6 +12,7 @@ from contextlib import ExitStack
 from rnnopt.measure.contention import Contention
 from rnnopt.measure.counters import ProcessCounters
 from rnnopt.measure.harness import guard_calls, phase_call
+from rnnopt.measure.spells import SpellGate
 from rnnopt.measure.split import gemm_and_barrier_call, gemm_only_call, split_metrics
 from rnnopt.measure.timing import benchmark, benchmark_segments
 
@@ -70,11 +71,19 @@ def time_training_steps(args, runner, compiles: bool) -> dict[str, dict]:
         )
 
 
+def spell_gate(args) -> SpellGate | None:
+    """The wait for a slow spell to pass (rnnopt.measure.spells) where --spell-log names the
+    run's log; None (no waiting) without one."""
+    if getattr(args, "spell_log", None) is None:
+        return None
+    return SpellGate(args.spell_log, args.spell_wait_s, args.spell_budget_s)
+
+
 def time_phases(args, phases: list[str], runner, compiles: bool) -> dict[str, dict]:
     """Metrics per phase, each with its samples_ms and the contention metrics of the whole
-    timing loop (rnnopt.measure.contention): a forward alone by itself, otherwise one loop of
-    training steps."""
-    with Contention() as contention:
+    timing loop (rnnopt.measure.contention; after a wait for a slow spell to pass, with
+    --spell-log): a forward alone by itself, otherwise one loop of training steps."""
+    with Contention(gate=spell_gate(args)) as contention:
         if phases == ["forward"]:
             with ProcessCounters() as counters:
                 timed = {"forward": time_phase(args, "forward", runner, compiles, counters, True)}

@@ -5,6 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
+from rnnopt.measure.spells import SLOW_PROBE
 from rnnopt.report.aggregate import RECORD_COLUMNS, SHAPE_KEYS
 
 # Metrics the tables and figures read: always present as columns (NaN where not measured).
@@ -69,7 +70,7 @@ PER_PROCESS = ("process", "status", "reason", "source")
 
 # A process whose speed probe (rnnopt.measure.contention) ran this much slower than the run's
 # usual probe timed during a slow spell of the host: left out while two processes remain.
-DISTURBED_PROBE = 1.25
+DISTURBED_PROBE = SLOW_PROBE  # 1.25, the factor a profile process waits out (measure.spells)
 # ...or whose one probe did, the spell beginning or ending during its timing loop, and whose
 # time is this much above the median of its job's other processes (docs/intervals.md).
 DISTURBED_TIME = 1.10
