@@ -366,6 +366,24 @@ def test_a_spell_that_began_during_the_timing_loop_is_left_out_if_it_slowed_the_
     assert rows.loc["numpy-lstm-batched", "disturbed"] == 0
 
 
+def test_a_slow_process_is_judged_against_its_jobs_processes_outside_the_spell(tmp_path):
+    """Run S: three of six processes of a job ran whole in a spell (both probes high), and
+    one more, with its first probe high, 41% slower than the job's clean processes but not
+    10% slower than the median of all its others: it is left out, the spell's three too."""
+    from rnnopt.report import wide
+    from tests.test_aggregate import Results
+
+    results = Results(tmp_path / "results")
+    times = (1.41, 1.0, 1.36, 0.99, 1.58, 1.56)
+    probes = ((1.5, 0.84), (0.84, 1.44), 1.69, 1.0, 1.5, 1.56)
+    results.profile(CPU_RUN, "numpy-lstm-batched", "float32", 2.0, processes=times, probes=probes)
+    results.profile(CPU_RUN, "numpy-lstm-naive", "float64", 30.0)
+    metrics, _ = collect(tmp_path / "results")
+    batched = wide.records(metrics, "profile").set_index("variant").loc["numpy-lstm-batched"]
+    assert (batched["processes"], batched["disturbed"]) == (2, 4)
+    assert batched["process_medians"] == pytest.approx((2.0, 1.98))
+
+
 def test_a_process_counts_in_speedups_by_its_fast_calls(tmp_path):
     """A slow spell over most of one process's timing loop doubles its median but not the
     10th percentile of its calls, which is what speedups use (docs/intervals.md); records

@@ -5,7 +5,6 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from rnnopt.measure.spells import SLOW_PROBE
 from rnnopt.report.aggregate import RECORD_COLUMNS, SHAPE_KEYS
 
 # Metrics the tables and figures read: always present as columns (NaN where not measured).
@@ -70,7 +69,8 @@ PER_PROCESS = ("process", "status", "reason", "source")
 
 # A process whose speed probe (rnnopt.measure.contention) ran this much slower than the run's
 # usual probe timed during a slow spell of the host: left out while two processes remain.
-DISTURBED_PROBE = SLOW_PROBE  # 1.25, the factor a profile process waits out (measure.spells)
+# (rnnopt.measure.spells.SLOW_PROBE, the spell a profile process waits out, is the same factor.)
+DISTURBED_PROBE = 1.25
 # ...or whose one probe did, the spell beginning or ending during its timing loop, and whose
 # time is this much above the median of its job's other processes (docs/intervals.md).
 DISTURBED_TIME = 1.10
@@ -92,7 +92,8 @@ def disturbed(frame: pd.DataFrame, job: pd.Series) -> pd.Series:
     hit it: both probes, before and after its timing loop, above DISTURBED_PROBE x the median
     (over the run's ok rows) of the faster probe (a spell over the whole loop; a momentary
     hiccup slows one probe only); or one probe so, and the process's time above DISTURBED_TIME
-    x the median of its job's other processes (a spell that began or ended during the loop;
+    x the median of its job's other processes, those a spell took whole left out while any
+    remain (a spell that began or ended during the loop;
     the time alone is no evidence, so a process no probe flags is never left out). False
     where the records have no probe (older runs)."""
     if not set(PROBE_COLUMNS) <= set(frame.columns) or frame.empty:
@@ -101,9 +102,30 @@ def disturbed(frame: pd.DataFrame, job: pd.Series) -> pd.Series:
     probes = frame[list(PROBE_COLUMNS)]
     usual = probes.min(axis=1).where(ok).groupby(frame["run"]).transform("median")
     high = probes.gt(DISTURBED_PROBE * usual, axis=0)
+    spell = high.all(axis=1)
     times = process_time(frame).where(ok)
-    slow = times > DISTURBED_TIME * _others_median(times[ok], job[ok]).reindex(frame.index)
-    return (ok & (high.all(axis=1) | (high.any(axis=1) & slow))).fillna(False)
+    # The others a time is judged against leave out the processes a spell took whole, while
+    # any remain: in a spell-heavy run they were half of a job's processes, and their median
+    # hid a process 41% slower than the job's clean ones (run S).
+    clean = ok & ~spell
+    judged = _others_median(times[clean], job[clean]).reindex(frame.index)
+    judged = judged.fillna(_others_median(times[ok], job[ok]).reindex(frame.index))
+    slow = times > DISTURBED_TIME * judged
+    return (ok & (spell | (high.any(axis=1) & slow))).fillna(False)
+
+
+def _jobs(frame: pd.DataFrame) -> pd.Series:
+    """Each profile row's job: its descriptive columns but the per-process ones, as text."""
+    keys = [c for c in RECORD_COLUMNS if c not in PER_PROCESS]
+    return pd.Series(
+        ["|".join(map(str, row)) for row in frame[keys].itertuples(index=False)], frame.index
+    )
+
+
+def clean(frame: pd.DataFrame) -> pd.DataFrame:
+    """The profile rows (one per process) that no slow spell disturbed, those undisturbed
+    keeps to leave a job two processes included: what the top-up counts to give back."""
+    return frame if frame.empty else frame[~disturbed(frame, _jobs(frame))]
 
 
 def undisturbed(frame: pd.DataFrame) -> pd.DataFrame:
@@ -111,10 +133,7 @@ def undisturbed(frame: pd.DataFrame) -> pd.DataFrame:
     that would leave a job fewer than two ok processes; `disturbed` counts what was left out."""
     if frame.empty:
         return frame.assign(disturbed=pd.Series(dtype=int))
-    keys = [c for c in RECORD_COLUMNS if c not in PER_PROCESS]
-    job = pd.Series(
-        ["|".join(map(str, row)) for row in frame[keys].itertuples(index=False)], frame.index
-    )
+    job = _jobs(frame)
     slow = disturbed(frame, job)
     kept_ok = ((frame["status"] == "ok") & ~slow).groupby(job).transform("sum")
     drop = slow & (kept_ok >= 2)
