@@ -16,6 +16,7 @@ from rnnopt.cli.topup import Run, profile_command, topup
 from rnnopt.records import make_record, write_record
 from rnnopt.report.intervals import classify, ratio_interval
 from rnnopt.report.undecided import undecided
+from rnnopt.report.wide import records
 from tests.test_aggregate import ENV, FakeVariant
 
 RUN = "cpu-x"
@@ -323,6 +324,25 @@ def test_a_decided_verdict_gets_back_a_process_a_slow_spell_took(tmp_path, capsy
     out = capsys.readouterr().out
     assert "+1 process of 1 jobs for library kernels (nn.LSTM vs hand-written cell)" in out
     assert "nothing left to decide; undecided: 0" in out
+
+
+def test_processes_a_spell_took_are_given_back_where_the_report_had_to_keep_them(tmp_path):
+    """Two of nn.LSTM's three processes ran in slow spells: the report keeps them (one would
+    leave no interval), yet the job has one clean process. The top-up gives it two, after
+    which the report leaves the two out and the job rests on three clean processes."""
+    run = base_run(tmp_path, jit_ms=(9.0, 9.02, 9.01), cell_ms=(10.0, 10.02, 10.01))
+    write_process(tmp_path, NN, 1, 4.5, probe_ms=1.5)
+    write_process(tmp_path, NN, 2, 4.4, probe_ms=1.5)
+    run = Run(tmp_path / RUN)
+    assert run.short(NN)
+    measure, calls = writer({NN: itertools.cycle([3.02])})
+    assert topup(run, 600, 20, 0.05, 0.95, measure=measure) == []
+    assert calls == [(NN, 3), (NN, 4)] and not run.short(NN)
+    rows = records(run.metrics, "profile").set_index("variant")
+    assert (rows.loc["torch-lstm-nn", "processes"], rows.loc["torch-lstm-nn", "disturbed"]) == (
+        3,
+        2,
+    )
 
 
 def test_a_verdict_the_budget_can_decide_goes_before_a_process_given_back(tmp_path):

@@ -119,23 +119,24 @@ class Run:
         return self._rows(job)["process"].nunique()
 
     def short(self, job: tuple) -> bool:
-        """Whether the job has fewer ok processes that the report keeps (rnnopt.report.wide
-        .undisturbed: a slow spell of the host took the others) than ok processes of the
-        workflow's passes (a process that failed is no spell's doing: not given back)."""
+        """Whether the job has fewer ok processes that no slow spell disturbed
+        (rnnopt.report.wide.clean: those the report left out, and those it kept only to keep
+        two) than ok processes of the workflow's passes (a process that failed is no spell's
+        doing: not given back)."""
         if self._counts is None:
             self._counts = self._ok_processes()
         kept, passes = self._counts
         return kept.get(job, 0) < passes.get(job, 0)
 
     def _ok_processes(self) -> tuple[dict, dict]:
-        """Per job, its ok processes that the report keeps, and its ok processes of the passes
-        (records under profile/): counted once per state of the records, not per job."""
+        """Per job, its ok processes that no spell disturbed, and its ok processes of the
+        passes (records under profile/): counted once per state of the records, not per job."""
         from rnnopt.report.outcomes import JOB_KEYS
-        from rnnopt.report.wide import records, undisturbed
+        from rnnopt.report.wide import clean, records
 
         rows = records(self.metrics, "profile", per_process=True)
         rows = rows[rows["status"] == "ok"]
-        kept = undisturbed(rows)
+        kept = clean(rows)
         passes = rows[rows["source"].str.startswith(f"{self.name}/profile/")]
         return tuple(
             frame.groupby(list(JOB_KEYS))["process"].nunique().to_dict() for frame in (kept, passes)
