@@ -87,6 +87,12 @@ def test_a_line_cut_short_is_left_out_and_a_process_logs_its_faster_probe(tmp_pa
     assert gate.wait()[2] == 1.0  # five whole lines now
 
 
+def test_a_process_waits_out_the_spells_the_report_leaves_out():
+    from rnnopt.report.wide import DISTURBED_PROBE
+
+    assert spells.SLOW_PROBE == DISTURBED_PROBE
+
+
 def test_a_failed_timing_loop_logs_nothing(tmp_path, probes):
     log = tmp_path / "spells.log"
     probes.append(1.0)

@@ -81,8 +81,8 @@ def register(subparsers) -> None:
     parser.add_argument(
         "--spell-budget-s",
         type=non_negative_float,
-        default=40.0,
-        help="seconds all processes of the run wait, at most: the sum the log holds (default 40)",
+        default=20.0,
+        help="seconds all processes of the run wait, at most: the sum the log holds (default 20)",
     )
     parser.add_argument(
         "--native-only",
