@@ -248,6 +248,14 @@ def test_the_spread_adds_its_variance_and_never_narrows():
     few = ratio_interval([13.0, 13.4], [10.0, 10.1])
     tiny = with_run_spread(few, 0.001, 100)
     assert tiny.low <= few.low and tiny.high >= few.high
+    # Run T: two processes a side, one side's equal (df 1), and a spread larger than the
+    # processes' own error: exactly the processes' own interval, on a df that says so.
+    collapsed = ratio_interval([2.723, 2.877], [0.957, 0.957])
+    assert collapsed.df == pytest.approx(1.0)
+    held = with_run_spread(collapsed, 0.0877, 10)
+    assert (held.low, held.high) == (pytest.approx(collapsed.low), pytest.approx(collapsed.high))
+    assert held.se == pytest.approx(math.sqrt(collapsed.se**2 + 0.0877**2))
+    assert 1.0 < held.df < 10 and held.run_sd == 0.0877
 
 
 def test_no_number_of_processes_decides_what_the_run_level_spread_keeps_open():
