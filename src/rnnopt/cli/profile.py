@@ -82,7 +82,8 @@ def register(subparsers) -> None:
         "--spell-budget-s",
         type=non_negative_float,
         default=20.0,
-        help="seconds all processes of the run wait, at most: the sum the log holds (default 20)",
+        help="seconds all processes of the run wait in any ten minutes, at most, as the log "
+        "sums them (default 20)",
     )
     parser.add_argument(
         "--native-only",

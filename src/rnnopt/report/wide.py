@@ -123,8 +123,9 @@ def _jobs(frame: pd.DataFrame) -> pd.Series:
 
 
 def clean(frame: pd.DataFrame) -> pd.DataFrame:
-    """The profile rows (one per process) that no slow spell disturbed, those undisturbed
-    keeps to leave a job two processes included: what the top-up counts to give back."""
+    """The profile rows (one per process) that no slow spell disturbed: without every
+    disturbed process, also those that undisturbed keeps to leave a job two (what the top-up
+    counts to give processes back)."""
     return frame if frame.empty else frame[~disturbed(frame, _jobs(frame))]
 
 
