@@ -225,19 +225,27 @@ class Costs:
         self.start_ups.append(max(0.0, seconds - self.run.loop_seconds(job)))
 
 
+def runnable(run: Run, jobs: list, most: int, has_device) -> tuple[list[str], list]:
+    """The devices `jobs` need that this host lacks, and the jobs that one more process can
+    go to here: on a device this host has, below `most` processes."""
+    from rnnopt.report.outcomes import JOB_KEYS
+
+    where = JOB_KEYS.index("device")
+    missing = sorted({job[where] for job in jobs if not has_device(job[where])})
+    here = [job for job in jobs if has_device(job[where]) and run.processes(job) < most]
+    return missing, here
+
+
 def plan(run: Run, row, settings: dict, costs: Costs, spent: dict, has_device) -> Plan | str:
     """The plan of one undecided verdict, or why it can have no step: its jobs are at the
     process cap, need a device this host lacks (a CUDA verdict's top-up on a CPU node), or the
     host's between-run spread alone keeps its interval across the threshold."""
     from rnnopt.report.intervals import processes_to_decide, run_spread_keeps_open
-    from rnnopt.report.outcomes import JOB_KEYS
 
-    where = JOB_KEYS.index("device")
-    missing = sorted({job[where] for job in row.jobs if not has_device(job[where])})
+    missing, jobs = runnable(run, row.jobs, settings["max_processes"], has_device)
     if missing:
         return f"its jobs need a {', '.join(missing)} device, which this host lacks"
     most = settings["max_processes"]
-    jobs = [job for job in row.jobs if run.processes(job) < most]
     if not jobs:
         return f"its jobs have {most} processes (the cap)"
     rule = (settings["threshold"], settings["confidence"])
@@ -260,16 +268,8 @@ def replacement(run: Run, row, costs: Costs, spent: dict, settings: dict, has_de
     processes a side instead of three, a 95% interval's t quantile grows from 2.8 to 4.3
     (12.7 at one degree of freedom), and a decided verdict can read 2.04-21.84 (run K's
     batching, 6.67x)."""
-    from rnnopt.report.outcomes import JOB_KEYS
-
-    where = JOB_KEYS.index("device")
-    short = [
-        job
-        for job in row.jobs
-        if run.short(job)
-        and has_device(job[where])
-        and run.processes(job) < settings["max_processes"]
-    ]
+    _, jobs = runnable(run, row.jobs, settings["max_processes"], has_device)
+    short = [job for job in jobs if run.short(job)]
     if not short:
         return None
     step_s = sum(costs.of(job) for job in short)
