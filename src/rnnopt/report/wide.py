@@ -109,7 +109,9 @@ def disturbed(frame: pd.DataFrame, job: pd.Series) -> pd.Series:
     # hid a process 41% slower than the job's clean ones (run S).
     clean = ok & ~spell
     judged = _others_median(times[clean], job[clean]).reindex(frame.index)
-    judged = judged.fillna(_others_median(times[ok], job[ok]).reindex(frame.index))
+    # Alone outside the spell (or in it): against all its job's other processes.
+    alone = ok & job.isin(job[ok & judged.isna()])
+    judged = judged.fillna(_others_median(times[alone], job[alone]).reindex(frame.index))
     slow = times > DISTURBED_TIME * judged
     return (ok & (spell | (high.any(axis=1) & slow))).fillna(False)
 
