@@ -4,6 +4,7 @@ process replaced by a writer of chosen times, but in the command test)."""
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
 import math
 from pathlib import Path
@@ -12,10 +13,10 @@ import numpy as np
 from scipy import stats
 
 from rnnopt.cli import main
-from rnnopt.cli.topup import Run, profile_command, topup
+from rnnopt.cli.topup import Costs, Run, profile_command, replacement, topup
 from rnnopt.records import make_record, write_record
-from rnnopt.report.intervals import classify, ratio_interval
-from rnnopt.report.undecided import undecided
+from rnnopt.report.intervals import Interval, classify, ratio_interval
+from rnnopt.report.undecided import speed_verdicts, undecided
 from rnnopt.report.wide import records
 from tests.test_aggregate import ENV, FakeVariant
 
@@ -383,3 +384,36 @@ def test_a_process_that_failed_is_not_given_back(tmp_path):
     assert not run.short(NN)
     measure, calls = writer({})
     assert topup(run, 600, 20, 0.05, 0.95, measure=measure) == [] and calls == []
+
+
+def test_an_undecided_verdicts_lost_process_goes_back_before_a_decided_ones(tmp_path):
+    """TorchScript on the threshold (no budget decides it) and nn.LSTM's decided verdict each
+    lost a process to a slow spell; TorchScript's step costs 2 s, nn.LSTM's 1 s. The undecided
+    verdict's process goes back first: a spell-hit process may be all that keeps it open,
+    while the decided one only gets a narrower interval."""
+    base_run(tmp_path, jit_ms=(9.52, 9.5, 9.48), cell_ms=(10.0, 10.0, 10.0))
+    write_process(tmp_path, JIT, 1, 9.5 * 1.4, probe_ms=1.5)
+    write_process(tmp_path, JIT, 2, 9.48, loop_s=2.0)
+    write_process(tmp_path, NN, 1, 4.5, probe_ms=1.5)
+    run = Run(tmp_path / RUN)
+    assert run.short(JIT) and run.short(NN)
+    assert [row.optimisation for row in undecided(run.metrics)] == ["TorchScript"]
+    steady = {JIT: itertools.cycle([9.5]), CELL: itertools.cycle([10.0])}
+    measure, calls = writer(steady | {NN: itertools.cycle([3.01])})
+    topup(run, 600, 5, 0.05, 0.95, measure=measure, clock=lambda: 0.0)
+    assert calls[:2] == [(JIT, 3), (NN, 3)]
+
+
+def test_a_row_without_an_interval_gets_no_process_back(tmp_path):
+    """A figure-only sweep's row rests on one process a job: no interval, judged by none. A
+    process given back to it would change nothing the report says, so none is planned; the
+    same row with an interval gets one."""
+    base_run(tmp_path, jit_ms=(9.0, 9.02, 9.01), cell_ms=(10.0, 10.02, 10.01))
+    write_process(tmp_path, NN, 1, 4.5, probe_ms=1.5)
+    run = Run(tmp_path / RUN)
+    settings = {"max_processes": 20, "threshold": 0.05, "confidence": 0.95}
+    (row,) = [row for row, _ in speed_verdicts(run.metrics) if NN in row.jobs]
+    given = replacement(run, row, False, Costs(run), {}, settings, lambda device: True)
+    assert given is not None and given.jobs == [NN]
+    one_process = dataclasses.replace(row, speedup=Interval(row.speedup.median))
+    assert replacement(run, one_process, False, Costs(run), {}, settings, lambda d: True) is None

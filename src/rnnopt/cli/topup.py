@@ -186,6 +186,7 @@ class Plan:
     step_s: float
     spent_s: float
     replaces: bool = False  # the step only gives back processes a slow spell took
+    undecided: bool = True  # the verdict's interval crosses the threshold
 
     @property
     def cost_s(self) -> float:
@@ -194,11 +195,13 @@ class Plan:
     def priority(self, left_s: float) -> tuple[int, float, float]:
         """What goes first: steps of verdicts projected to be decided within the seconds
         left, cheapest first; then the processes given back to verdicts that a slow spell left
-        short (they narrow an interval, but decide nothing); then the verdicts that neither
-        the budget nor the cap would decide, the one with the fewest seconds so far first."""
+        short, those of undecided verdicts first (a spell-hit process may be all that keeps
+        one open; a decided verdict only gets a narrower interval); then the verdicts that
+        neither the budget nor the cap would decide, the one with the fewest seconds so far
+        first."""
         if self.replaces:
-            return 1, self.cost_s, self.spent_s
-        return (0 if self.cost_s <= left_s else 2), self.cost_s, self.spent_s
+            return (1 if self.undecided else 2), self.cost_s, self.spent_s
+        return (0 if self.cost_s <= left_s else 3), self.cost_s, self.spent_s
 
     @property
     def projected(self) -> str:
@@ -260,20 +263,27 @@ def plan(run: Run, row, settings: dict, costs: Costs, spent: dict, has_device) -
     return Plan(row, jobs, steps, step_s, spent.get(row.key, 0.0))
 
 
-def replacement(run: Run, row, costs: Costs, spent: dict, settings: dict, has_device):
+def replacement(
+    run: Run, row, undecided: bool, costs: Costs, spent: dict, settings: dict, has_device
+):
     """A step that gives the verdict's jobs a process in place of each one a slow spell took
     (Run.short), or None when none is short. A decided verdict, one the between-run spread
     keeps open, or one no budget would decide gets no other step (before the budget runs
     out); but its interval should rest on the processes the passes gave it: with two
     processes a side instead of three, a 95% interval's t quantile grows from 2.8 to 4.3
     (12.7 at one degree of freedom), and a decided verdict can read 2.04-21.84 (run K's
-    batching, 6.67x)."""
+    batching, 6.67x). A row with no interval (a figure-only sweep: one process a job by
+    design) is judged by none, so a process given back would change nothing it says: a fresh
+    run spent 9 of its 30 s on three such steps while torch.compile's verdict, open, waited
+    for its spell-hit process."""
+    if not row.speedup.has_interval:
+        return None
     _, jobs = runnable(run, row.jobs, settings["max_processes"], has_device)
     short = [job for job in jobs if run.short(job)]
     if not short:
         return None
     step_s = sum(costs.of(job) for job in short)
-    return Plan(row, short, 1, step_s, spent.get(row.key, 0.0), replaces=True)
+    return Plan(row, short, 1, step_s, spent.get(row.key, 0.0), True, undecided)
 
 
 @cache
@@ -320,7 +330,8 @@ def topup(
         # Every verdict, open or decided, may get back processes a spell took; an open one
         # whose own step is beyond budget or cap still gets them (its interval rests on them).
         replacing = [
-            replacement(run, row, costs, spent, settings, has_device) for row, _ in verdicts
+            replacement(run, row, open_row, costs, spent, settings, has_device)
+            for row, open_row in verdicts
         ]
         steps = [p for p in plans + replacing if isinstance(p, Plan)]
         if not open_ and not steps:
