@@ -504,3 +504,58 @@ def test_persistent_section_judges_each_row_against_its_target(tmp_path):
     assert len(shown) == 6 and set(shown["target"]) >= {"1.00x: met", "1.15x: not met"}
     assert "not met" in shown.to_string() and "fits L2" in shown.to_string()
     assert "stays below the 85% target" in persistent.best_rung(metrics)
+
+
+@pytest.mark.parametrize(
+    ("spelled", "category"),
+    [
+        ("numpy-lstm-fused", "inconclusive"),  # the candidate slowed: "slower" rests on it
+        ("numpy-lstm-batched", "not supported"),  # the baseline slowed: "slower" holds anyway
+    ],
+)
+def test_a_verdict_a_kept_spell_could_have_made_is_not_decided(tmp_path, spelled, category):
+    """Run AC: all three of TorchScript's processes ran in slow spells, the report kept them
+    (none clean to leave two), and TorchScript read *not supported: slower*, 0.71x
+    (0.55-0.91), where the other runs measured 1.09-1.10x. A spell only slows, so a speedup
+    whose candidate it slowed is biased down: "slower" then rests on nothing and the verdict
+    is inconclusive; a spell on the baseline's side biases the other way, and "slower" holds."""
+    from rnnopt.report import wide
+    from tests.test_aggregate import Results
+
+    results = Results(tmp_path / "results")
+    times = {"numpy-lstm-fused": 2.0, "numpy-lstm-batched": 1.6}  # 0.80x
+    steady = (1.0, 1.01, 0.99)
+    for variant, ms in times.items():
+        probes = (1.6, 1.6, 1.6) if variant == spelled else None
+        results.profile(CPU_RUN, variant, "float32", ms, processes=steady, probes=probes)
+    results.profile(CPU_RUN, "numpy-lstm-naive", "float64", 30.0)
+    results.profile(CPU_RUN, "numpy-lstm-naive", "float32", 30.0)
+    metrics, _ = collect(tmp_path / "results")
+    rows = wide.records(metrics, "profile").set_index("variant")
+    assert rows.loc[spelled, "spell_kept"] == 3 and rows.loc[spelled, "disturbed"] == 0
+    found = table.comparison_numbers(metrics)
+    mine = (found["optimisation"] == "hoisted input projection") & (found["run"] == CPU_RUN)
+    row = found[mine].iloc[0]
+    assert row["high"] < 1 / 1.05  # the interval alone says slower
+    assert row["category"] == category
+    if category == "inconclusive":
+        assert "a slow spell of the host slowed" in row["verdict"]
+
+
+@pytest.mark.parametrize(
+    ("slowed", "found", "could"),
+    [
+        ((1, 0), "faster", True),
+        ((0, 1), "faster", False),
+        ((0, 1), "slower", True),
+        ((1, 0), "slower", False),
+        ((1, 0), "no meaningful difference", True),
+        ((0, 1), "no meaningful difference", True),
+        ((0, 0), "faster", False),
+        ((1, 1), "inconclusive", False),
+    ],
+)
+def test_which_classifications_a_spell_could_make(slowed, found, could):
+    """A spell slows the side it hits: the baseline's (numerator) moves a speedup up, the
+    candidate's down. Only a finding in the direction of the bias rests on it."""
+    assert Interval(1.0, 0.9, 1.1, (3, 3), spell_slowed=slowed).spell_could_make(found) is could

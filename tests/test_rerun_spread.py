@@ -137,3 +137,21 @@ def test_a_write_that_fails_leaves_no_half_written_output(tmp_path):
     assert list(tmp_path.iterdir()) == []
     write_output(out, lambda path: path.write_text("ok\n"))
     assert out.read_text() == "ok\n" and list(tmp_path.iterdir()) == [out]
+
+
+def test_a_run_whose_pair_rests_on_spell_slowed_processes_is_left_out(tmp_path, capsys):
+    """Run AC: every TorchScript process ran in a slow spell (the report kept them: none clean
+    to leave two), and the spread of four runs read 20.6% where the other three gave 0. A
+    run's pair that rests on a spell-slowed process measures the spell, not a run's shift."""
+    import json
+
+    folders = runs(tmp_path, fused=(4.0, 4.0, 6.0, 4.0))
+    for path in folders[2].rglob("step-*.json"):  # the third run's fused processes in spells
+        record = json.loads(path.read_text())
+        probe = 2.0 if "numpy-lstm-fused" in str(path) else 1.0
+        record["metrics"]["contention"] = {"probe_before_ms": probe, "probe_after_ms": probe}
+        path.write_text(json.dumps(record))
+    status, _, out = spread_of(tmp_path, capsys, folders)
+    assert status == 0
+    row = pd.read_csv(out).iloc[0]
+    assert row["runs"] == 3 and row["run_sd_log"] == pytest.approx(0.0)

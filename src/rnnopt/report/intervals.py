@@ -53,10 +53,26 @@ class Interval:
     # and the degrees of freedom of its estimate; 0 for an interval over one run's processes.
     run_sd: float = 0.0
     run_df: float | None = None
+    # Processes of the numerator's and denominator's side that a slow spell of the host slowed
+    # and that the interval still rests on (kept to leave a job two: wide.undisturbed).
+    spell_slowed: tuple[int, int] = (0, 0)
 
     @property
     def has_interval(self) -> bool:
         return self.low is not None and self.high is not None
+
+    def spell_could_make(self, found: str | None) -> bool:
+        """Whether slow spells could have made the classification `found`: a spell only
+        slows, so one on the numerator's side (the baseline of a speedup) moves the ratio up,
+        one on the denominator's side down. "faster" then rests on nothing if the numerator's
+        side was slowed, "slower" if the denominator's was, "no meaningful difference" if
+        either was; the other direction only makes the finding conservative."""
+        up, down = (n > 0 for n in self.spell_slowed)
+        return (
+            (found == FASTER and up)
+            or (found == SLOWER and down)
+            or (found == SAME and (up or down))
+        )
 
     @property
     def n(self) -> int:

@@ -139,7 +139,11 @@ def pair_intervals(
         rows.append((interval.median, low, high, interval.n, se, df, interval.run_sd, run_df))
     columns = ["ratio", "low", "high", "processes", "se_log", "welch_df", "run_sd_log", "run_df"]
     floats = {column: float for column in columns if column != "processes"}
-    return pd.DataFrame(rows, columns=columns, index=matched.index).astype(floats)
+    found = pd.DataFrame(rows, columns=columns, index=matched.index).astype(floats)
+    # Processes of each side that a slow spell slowed and that stayed in (wide.undisturbed).
+    for side, suffix in (("spell_b", "_b"), ("spell_c", "_c")):
+        found[side] = _col(matched, f"spell_kept{suffix}").fillna(0).astype(int)
+    return found
 
 
 def speedup(
@@ -159,11 +163,13 @@ def speedup(
         return Interval(estimate, processes=(processes, processes))
     low, high = float(good["low"].min()), float(good["high"].max())
     run_sd = float(good["run_sd_log"].max())
+    slowed = (int(good["spell_b"].sum()), int(good["spell_c"].sum()))
     if len(good) == 1 and good["se_log"].notna().all():  # one pair: its Welch interval
         se, df = float(good["se_log"].iloc[0]), float(good["welch_df"].iloc[0])
         run_df = float(good["run_df"].iloc[0]) if run_sd > 0 else None
-        return Interval(estimate, low, high, (processes, processes), se, df, run_sd, run_df)
-    return Interval(estimate, low, high, (processes, processes), run_sd=run_sd)
+        sides = (processes, processes)
+        return Interval(estimate, low, high, sides, se, df, run_sd, run_df, slowed)
+    return Interval(estimate, low, high, (processes, processes), run_sd=run_sd, spell_slowed=slowed)
 
 
 def ratio(matched: pd.DataFrame, metric: str) -> float | None:

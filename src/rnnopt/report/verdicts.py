@@ -69,6 +69,12 @@ def speed(o: Outcome, threshold: float = THRESHOLD) -> Check:
     found = intervals.classify(s, threshold)
     if found is None:
         return None, f"{s}: {ONE_PROCESS}"
+    if s.spell_could_make(found):
+        slowed = sum(s.spell_slowed)
+        return INCONCLUSIVE, (
+            f"{s}: rests on {slowed} process{'es' if slowed > 1 else ''} that a slow spell of "
+            f"the host slowed, which could have made it {found}"
+        )
     if found == intervals.FASTER:
         return True, f"{s} faster"
     if found == intervals.SLOWER:

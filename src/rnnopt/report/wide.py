@@ -133,15 +133,20 @@ def clean(frame: pd.DataFrame) -> pd.DataFrame:
 
 def undisturbed(frame: pd.DataFrame) -> pd.DataFrame:
     """The profile rows (one per process) without the disturbed processes of each job, unless
-    that would leave a job fewer than two ok processes; `disturbed` counts what was left out."""
+    that would leave a job fewer than two ok processes; `disturbed` counts what was left out,
+    `spell_kept` the disturbed processes kept to leave the job two (its time is then biased
+    up, and a verdict that the bias could have made is not decided: verdicts.speed)."""
     if frame.empty:
-        return frame.assign(disturbed=pd.Series(dtype=int))
+        return frame.assign(disturbed=pd.Series(dtype=int), spell_kept=pd.Series(dtype=int))
     job = _jobs(frame)
     slow = disturbed(frame, job)
     kept_ok = ((frame["status"] == "ok") & ~slow).groupby(job).transform("sum")
     drop = slow & (kept_ok >= 2)
     left_out = drop.groupby(job).transform("sum")
-    return frame[~drop].assign(disturbed=left_out[~drop].astype(int))
+    kept = (slow & ~drop).groupby(job).transform("sum")
+    return frame[~drop].assign(
+        disturbed=left_out[~drop].astype(int), spell_kept=kept[~drop].astype(int)
+    )
 
 
 def collapse_processes(frame: pd.DataFrame) -> pd.DataFrame:
@@ -162,7 +167,9 @@ def collapse_processes(frame: pd.DataFrame) -> pd.DataFrame:
     frame = frame.assign(_job=job).sort_values(["_job", "process"], kind="stable")
     ok = frame[frame["status"] == "ok"]
     metrics = [
-        c for c in frame.columns if c not in (*RECORD_COLUMNS, "source", "_job", "disturbed")
+        c
+        for c in frame.columns
+        if c not in (*RECORD_COLUMNS, "source", "_job", "disturbed", "spell_kept")
     ]
     numeric = [c for c in metrics if pd.api.types.is_numeric_dtype(frame[c])]
     combined = ok.groupby("_job")[numeric].median()
