@@ -276,3 +276,13 @@ def test_a_union_of_widened_intervals_is_still_projected():
     projection of processes then leaves the between-run part out instead of failing."""
     union = Interval(1.07, 1.03, 1.11, (3, 3), run_sd=0.02)
     assert processes_to_decide(union) == processes_to_decide(Interval(1.07, 1.03, 1.11, (3, 3)))
+
+
+def test_a_noisy_run_does_not_hide_the_quiet_runs_disagreement():
+    """Three quiet runs (se 0.5%) disagree by 2%; a fourth, spell-widened (se 20%), agrees
+    with them. Unweighted, its se^2 outweighs their variance and the spread reads 0; weighted
+    by 1 / se^2 (DerSimonian and Laird), the quiet runs carry it."""
+    log_ratios, se = [0.0, 0.04, 0.02, 0.02], [0.005, 0.005, 0.005, 0.2]
+    unweighted = math.sqrt(max(0.0, np.var(log_ratios, ddof=1) - np.mean(np.square(se))))
+    assert unweighted == 0.0
+    assert between_run_sd(log_ratios, se) > 0.015

@@ -147,10 +147,22 @@ def _satterthwaite(parts: Sequence[tuple[float, float]]) -> float:
 
 def between_run_sd(log_ratios: Sequence[float], se_logs: Sequence[float]) -> float:
     """The between-run standard deviation of a log ratio measured in several runs, each with its
-    within-run standard error: the method of moments, sqrt(max(0, var(y) - mean(se^2)))."""
-    between = float(np.var(log_ratios, ddof=1))
-    within = float(np.mean(np.square(se_logs)))
-    return math.sqrt(max(0.0, between - within))
+    within-run standard error: DerSimonian and Laird's method of moments, each run weighted by
+    1 / se^2: tau^2 = max(0, (Q - (K - 1)) / (sum w - sum w^2 / sum w)), Q the weighted sum of
+    squares about the weighted mean. With equal errors it is var(y) - se^2. Unweighted
+    (var(y) - mean(se^2)), one spell-widened run's se^2 outweighed the disagreement of the
+    quiet ones: over runs AA-AH the spread read 0 for most pairs, and quiet runs' intervals
+    missed each other's medians."""
+    y, se = np.asarray(log_ratios, dtype=float), np.asarray(se_logs, dtype=float)
+    if len(y) < 2:
+        return 0.0
+    if not np.all(np.isfinite(se) & (se > 0)):  # a run without an error: unweighted
+        return math.sqrt(max(0.0, float(np.var(y, ddof=1)) - float(np.nanmean(se**2))))
+    w = 1.0 / se**2
+    mean = float(np.sum(w * y) / np.sum(w))
+    q = float(np.sum(w * (y - mean) ** 2))
+    scale = float(np.sum(w) - np.sum(w**2) / np.sum(w))
+    return math.sqrt(max(0.0, (q - (len(y) - 1)) / scale))
 
 
 def with_run_spread(
