@@ -4,11 +4,10 @@ between-run spread of each pair's log speedup, measured over earlier runs of tha
 The processes of one run agree better than runs do (docs/intervals.md, "Between runs"): a run
 shares a state that no interval over its own processes can see. With K runs of one host, each
 giving a pair's log speedup y_k with its within-run standard error s_k, the between-run
-variance is estimated by the method of moments (as DerSimonian and Laird's random-effects
-meta-analysis does, unweighted): tau^2 = max(0, var(y_k) - mean(s_k^2)), on K - 1 degrees of
-freedom. The report adds tau^2 to each later run's within-run variance of that pair
-(intervals.with_run_spread); the verdicts, the top-up and `rnnopt compare` use the widened
-interval.
+variance is estimated by DerSimonian and Laird's method of moments, each run weighted by
+1 / s_k^2 (intervals.between_run_sd), on K - 1 degrees of freedom. The report adds tau^2 to
+each later run's within-run variance of that pair (intervals.with_run_spread); the verdicts,
+the top-up and `rnnopt compare` use the widened interval.
 
 A run's pair that rests on a process a slow spell slowed (kept to leave its job two:
 rnnopt.report.wide.undisturbed) is left out of the estimate.
