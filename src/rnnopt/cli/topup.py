@@ -283,7 +283,8 @@ def replacement(
     if not short:
         return None
     step_s = sum(costs.of(job) for job in short)
-    return Plan(row, short, 1, step_s, spent.get(row.key, 0.0), True, undecided)
+    spent_s = spent.get(row.key, 0.0)
+    return Plan(row, short, 1, step_s, spent_s, replaces=True, undecided=undecided)
 
 
 @cache

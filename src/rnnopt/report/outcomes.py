@@ -159,17 +159,17 @@ def speedup(
         return None
     estimate = float(np.exp(np.log(good["ratio"]).mean()))
     processes = int(good["processes"].min())
+    sides = (processes, processes)
     if good["low"].isna().any():
-        return Interval(estimate, processes=(processes, processes))
+        return Interval(estimate, processes=sides)
     low, high = float(good["low"].min()), float(good["high"].max())
     run_sd = float(good["run_sd_log"].max())
     slowed = (int(good["spell_b"].sum()), int(good["spell_c"].sum()))
     if len(good) == 1 and good["se_log"].notna().all():  # one pair: its Welch interval
         se, df = float(good["se_log"].iloc[0]), float(good["welch_df"].iloc[0])
         run_df = float(good["run_df"].iloc[0]) if run_sd > 0 else None
-        sides = (processes, processes)
         return Interval(estimate, low, high, sides, se, df, run_sd, run_df, slowed)
-    return Interval(estimate, low, high, (processes, processes), run_sd=run_sd, spell_slowed=slowed)
+    return Interval(estimate, low, high, sides, run_sd=run_sd, spell_slowed=slowed)
 
 
 def ratio(matched: pd.DataFrame, metric: str) -> float | None:
