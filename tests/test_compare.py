@@ -292,7 +292,7 @@ def test_a_speedup_two_rows_share_counts_once_in_the_rerun_check():
             shared | {"speedup_a": 1.07, "speedup_b": 1.11, "inside": False},
             {"compared": "x", "shape": "all", "speedup_a": 2.0, "speedup_b": 2.0, "inside": True},
         ]
-    ).assign(speedup_change="-", changed=False)
+    ).assign(speedup_change="-", changed=False, reference_split=pd.NA)
     profile = pd.DataFrame({"change": []})
     memory = pd.DataFrame({"change": [], "regression": []})
     text = summary(Comparison(profile, memory, verdicts, 0, 0))

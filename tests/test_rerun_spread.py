@@ -57,7 +57,7 @@ def test_the_spread_is_the_runs_excess_variance_of_each_pair(tmp_path, capsys):
     expected = between_run_sd([math.log(i.median) for i in intervals], [i.se for i in intervals])
     assert expected > 0.01
     assert rows["run_sd_log"].iloc[0] == pytest.approx(expected)
-    assert read(out) == {RUN: {PAIR: (pytest.approx(expected), 3.0)}}
+    assert read(out)[RUN][PAIR][:2] == (pytest.approx(expected), 3.0)
 
 
 def test_the_report_widens_the_intervals_of_the_runs_it_names(tmp_path, capsys):
@@ -78,9 +78,14 @@ def test_the_report_widens_the_intervals_of_the_runs_it_names(tmp_path, capsys):
 def test_a_rerun_file_keeps_the_rows_of_other_hosts(tmp_path, capsys):
     _, _, out = spread_of(tmp_path, capsys, runs(tmp_path))
     rows = pd.read_csv(out)
-    rows.assign(run="cpu-other-0000").to_csv(out, index=False)
+    # another host's row, written before the reads columns existed
+    older = rows.assign(run="cpu-other-0000").drop(columns=[c for c in rows if "reads_" in c])
+    older.to_csv(out, index=False)
     _, _, out = spread_of(tmp_path, capsys, runs(tmp_path))
     assert sorted(pd.read_csv(out)["run"]) == sorted(["cpu-other-0000", RUN])
+    assert out.read_text().splitlines()[0].endswith(",reads_same,reads_inconclusive")
+    assert ",4,0,0,0\n" in out.read_text()  # counts as integers, not 4.0
+    assert read(out)["cpu-other-0000"][PAIR].reads == {} and read(out)[RUN][PAIR].reads
 
 
 @pytest.mark.parametrize(
@@ -155,3 +160,96 @@ def test_a_run_whose_pair_rests_on_spell_slowed_processes_is_left_out(tmp_path, 
     assert status == 0
     row = pd.read_csv(out).iloc[0]
     assert row["runs"] == 3 and row["run_sd_log"] == pytest.approx(0.0)
+
+
+SPREAD_RUNS = (4.0, 4.1, 4.2, 4.3, 4.4)  # 1.25x down to 1.14x: the last run's interval, widened
+# by the spread of all five, reaches below the 5% threshold; the other four stay above it
+
+
+def test_the_file_counts_how_the_runs_read_each_pair(tmp_path, capsys):
+    from rnnopt.report.intervals import classify, with_run_spread
+
+    status, printed, out = spread_of(tmp_path, capsys, runs(tmp_path, fused=SPREAD_RUNS))
+    assert status == 0 and "read faster 4, inconclusive 1)" in printed.out
+    row = pd.read_csv(out).iloc[0]
+    own = [
+        ratio_interval([q10(5.0, p) for p in range(3)], [q10(ms, p) for p in range(3)])
+        for ms in SPREAD_RUNS
+    ]
+    readings = [classify(with_run_spread(i, row["run_sd_log"], 4)) for i in own]
+    assert readings == ["faster"] * 4 + ["inconclusive"]
+    counts = row[["reads_faster", "reads_slower", "reads_same", "reads_inconclusive"]]
+    assert list(counts) == [4, 0, 0, 1]
+    assert read(out)[RUN][PAIR].reads == {
+        "faster": 4,
+        "slower": 0,
+        "no meaningful difference": 0,
+        "inconclusive": 1,
+    }
+    # the same runs against a 20% threshold: the widened intervals all cross it
+    _, _, out = spread_of(tmp_path, capsys, runs(tmp_path, fused=SPREAD_RUNS), "--threshold", "0.2")
+    assert pd.read_csv(out)["reads_inconclusive"].iloc[0] == 5
+
+
+def test_the_report_says_where_the_reference_runs_read_a_speedup_otherwise(tmp_path, capsys):
+    folders = runs(tmp_path, fused=SPREAD_RUNS)
+    _, _, out = spread_of(tmp_path, capsys, folders)
+    spread = read(out)
+    for index, agree in ((0, 4), (4, 1)):  # a run that read it faster, the one inconclusive
+        metrics = load_run(folders[index])
+        numbers = table.comparison_numbers(metrics, spread=spread)
+        row = numbers[(numbers["optimisation"] == HOISTED) & (numbers["shape"] == "all")].iloc[0]
+        assert (row["reference_runs"], row["reference_agree"]) == (5, agree)
+        page = table.comparison_table(metrics, spread=spread)
+        cell = page.loc[page["optimisation"] == HOISTED, f"{RUN}: verdict"].iloc[0]
+        assert cell.endswith(
+            "(a rerun may read otherwise: this host's reference runs read the speedup "
+            "4 faster, 1 inconclusive of 5)"
+        )
+
+
+def test_no_note_where_every_reference_run_read_the_same_or_the_file_has_no_reads(tmp_path, capsys):
+    folders = runs(tmp_path)  # FUSED_MS: all four read faster
+    _, _, out = spread_of(tmp_path, capsys, folders)
+    assert pd.read_csv(out)["reads_faster"].iloc[0] == 4
+    metrics = load_run(folders[0])
+    older = tmp_path / "older.csv"  # a file written before the reads columns
+    pd.read_csv(out).drop(columns=[c for c in pd.read_csv(out) if c.startswith("reads_")]).to_csv(
+        older, index=False
+    )
+    for path, runs_read in ((out, 4), (older, None)):
+        page = table.comparison_table(metrics, spread=read(path))
+        cell = page.loc[page["optimisation"] == HOISTED, f"{RUN}: verdict"].iloc[0]
+        assert cell == "supported"
+        numbers = table.comparison_numbers(metrics, spread=read(path))
+        row = numbers[(numbers["optimisation"] == HOISTED) & (numbers["shape"] == "all")].iloc[0]
+        if runs_read:
+            assert row["reference_runs"] == row["reference_agree"] == runs_read
+        else:
+            assert pd.isna(row["reference_runs"]) and pd.isna(row["reference_agree"])
+    assert read(older)[RUN][PAIR].reads == {}
+
+
+def test_compare_says_which_changed_verdicts_the_reference_runs_read_both_ways(tmp_path, capsys):
+    folders = runs(tmp_path, fused=SPREAD_RUNS)
+    _, _, out = spread_of(tmp_path, capsys, folders)
+    report = tmp_path / "compare.md"
+    flags = ["--rerun-spread", str(out), "--out", str(report)]
+    status = main(["compare", str(folders[0]), str(folders[4]), *flags])
+    printed = capsys.readouterr().out
+    assert status == 0
+    assert (
+        "; 1 verdicts changed (1 of them read both ways by this host's reference runs)" in printed
+    )
+    changed = report.read_text().split("## Verdicts changed")[1]
+    assert "| 4 of 5 read it as A, 1 as B |" in changed
+    # without reads (an older spread file) the count and the column say nothing
+    older = tmp_path / "older.csv"
+    pd.read_csv(out).iloc[:, :8].to_csv(older, index=False)
+    main(["compare", str(folders[0]), str(folders[4]), "--rerun-spread", str(older)])
+    assert (
+        printed.split("\n")[0].replace(
+            " (1 of them read both ways by this host's reference runs)", ""
+        )
+        == capsys.readouterr().out.split("\n")[0]
+    )

@@ -36,7 +36,7 @@ TABLES = ("comparison", "verification", "variants", "memory", "checks")
 def between_runs_note(metrics: pd.DataFrame, spread: dict | None) -> str:
     """Which runs' intervals carry their host's between-run spread, and over how many runs."""
     widened = {
-        run: int(max(df for _, df in spread[run].values())) + 1
+        run: int(max(pair.run_df for pair in spread[run].values())) + 1
         for run in runs(metrics)
         if spread and spread.get(run)
     }
@@ -50,7 +50,10 @@ def between_runs_note(metrics: pd.DataFrame, spread: dict | None) -> str:
     return (
         "The intervals of " + named + " also carry the host's between-run spread of each "
         "speedup (verdicts.rerun_spread; the run_sd_log column: "
-        'its variance adds to the processes\', docs/intervals.md, "Between runs").'
+        'its variance adds to the processes\', docs/intervals.md, "Between runs"). Where '
+        "those runs did not all read a speedup the same way by the verdict rule, its verdict "
+        'says how they read it ("a rerun may read otherwise": the verdict sits near the '
+        'threshold, docs/intervals.md, "Verdicts near the threshold").'
     )
 
 

@@ -187,11 +187,19 @@ def verdict_rows(
     """Comparison-table rows of both sides (table.comparison_numbers), paired by optimisation,
     compared and shape; `changed` where the verdict's category differs; the speedup's change
     B/A (`change_ratio`, `change_low`, `change_high`: intervals.change_interval, where both
-    sides rest on one pair of jobs) and `speedup_change` by the threshold rule (SPEEDUP_CHANGE)."""
+    sides rest on one pair of jobs) and `speedup_change` by the threshold rule (SPEEDUP_CHANGE);
+    `reference_split` where the host's reference runs read the speedup both ways (some not as
+    A reads it, or not as B: table.reference_reads)."""
     columns = [*MATCH, "speedup", "low", "high", "processes", "se_log", "welch_df"]
-    columns += ["category", "verdict"]
+    columns += ["category", "verdict", "reference_runs", "reference_agree"]
     paired = numbers_a[columns].merge(numbers_b[columns], on=list(MATCH), suffixes=("_a", "_b"))
     paired["changed"] = paired["category_a"] != paired["category_b"]
+    # Did the host's reference runs read the speedup both ways (some not as A, or not as B)?
+    # NA where neither side has reads (rnnopt.report.rerun_spread).
+    split = [paired[f"reference_runs_{s}"] > paired[f"reference_agree_{s}"] for s in "ab"]
+    paired["reference_split"] = (split[0].fillna(False) | split[1].fillna(False)).where(
+        paired["reference_runs_a"].notna() | paired["reference_runs_b"].notna(), pd.NA
+    )
     changes = []
     for _, row in paired.iterrows():
         before, after = _speedup_interval(row, "a"), _speedup_interval(row, "b")
@@ -280,7 +288,11 @@ def summary(comparison: Comparison) -> str:
             f"smaller, {moved.get(NO_CHANGE, 0)} no significant change, "
             f"{moved.get(INCONCLUSIVE, 0)} inconclusive of {tested}"
         )
-    text += f"; {int(comparison.verdicts['changed'].sum())} verdicts changed"
+    changed = comparison.verdicts[comparison.verdicts["changed"]]
+    text += f"; {len(changed)} verdicts changed"
+    split = int(changed["reference_split"].fillna(False).sum())
+    if split:
+        text += f" ({split} of them read both ways by this host's reference runs)"
     if comparison.only_a or comparison.only_b:
         text += f"; profile rows in A only {comparison.only_a}, in B only {comparison.only_b}"
     return text
@@ -344,7 +356,18 @@ def _verdict_tables(verdicts: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame]
     changed = verdicts[verdicts["changed"]].rename(
         columns={"verdict_a": "verdict A", "verdict_b": "verdict B"}
     )
-    return speedups, changed[[*MATCH, "verdict A", "verdict B"]]
+    changed["reference runs"] = [_reference_text(row) for _, row in changed.iterrows()]
+    return speedups, changed[[*MATCH, "verdict A", "verdict B", "reference runs"]]
+
+
+def _reference_text(row) -> str:
+    """How many of the host's reference runs read the speedup as A does and as B does."""
+    if pd.isna(row["reference_runs_a"]) or pd.isna(row["reference_runs_b"]):
+        return NONE
+    return (
+        f"{row['reference_agree_a']} of {row['reference_runs_a']} read it as A, "
+        f"{row['reference_agree_b']} as B"
+    )
 
 
 def markdown(comparison: Comparison, a: str, b: str, threshold: float, confidence: float) -> str:

@@ -124,6 +124,14 @@ def _welch(
     return Interval(estimate, low, high, processes, se, float(df))
 
 
+def log_interval(
+    estimate: float, se: float, df: float, processes: tuple[int, int], confidence: float
+) -> Interval:
+    """The Welch interval of a ratio given its log's standard error and degrees of freedom
+    (what ratio_interval found, read back from a table)."""
+    return _welch(estimate, se**2, df, processes, confidence)
+
+
 def change_interval(
     before: Interval, after: Interval, confidence: float = CONFIDENCE
 ) -> Interval | None:

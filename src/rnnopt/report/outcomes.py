@@ -130,7 +130,7 @@ def pair_intervals(
             rows.append((math.nan, math.nan, math.nan, 0, math.nan, math.nan, 0.0, math.nan))
             continue
         if key in (spread or {}):
-            interval = with_run_spread(interval, *spread[key], confidence)
+            interval = with_run_spread(interval, *spread[key][:2], confidence)
         low = interval.low if interval.has_interval else math.nan
         high = interval.high if interval.has_interval else math.nan
         se = math.nan if interval.se is None else interval.se

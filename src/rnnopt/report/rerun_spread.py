@@ -12,22 +12,32 @@ the top-up and `rnnopt compare` use the widened interval.
 A run's pair that rests on a process a slow spell slowed (kept to leave its job two:
 rnnopt.report.wide.undisturbed) is left out of the estimate.
 
+Near the threshold no interval keeps a verdict from moving: a speedup whose runs centre about
+one tau-widened half-width beyond it reads decided in some runs and inconclusive in others
+(docs/intervals.md, "Verdicts near the threshold"). So the file also says how the K runs read
+each pair by the verdict rule (intervals.classify, each run's interval widened by tau): the
+report prints, beside a verdict that not every reference run reads the same, how many read what.
+
 The file (CSV) holds one row per run name and pair: run, candidate, baseline (the pair's jobs,
 outcomes.job_text), runs (K), run_sd_log (tau), within_se_log (the root mean s_k^2),
-speedup_low / speedup_high (the K runs' smallest and largest speedup).
+speedup_low / speedup_high (the K runs' smallest and largest speedup), and reads_faster,
+reads_slower, reads_same, reads_inconclusive (how many of the K runs read the pair so; a file
+written before these columns existed is read without them).
 """
 
 from __future__ import annotations
 
 import math
 from pathlib import Path
+from typing import NamedTuple
 
 import numpy as np
 import pandas as pd
 
 from rnnopt.errors import UserError
+from rnnopt.report import intervals
 from rnnopt.report.comparisons import COMPARISONS
-from rnnopt.report.intervals import between_run_sd
+from rnnopt.report.intervals import CONFIDENCE, THRESHOLD, between_run_sd, log_interval
 from rnnopt.report.outcomes import pair_intervals, pair_keys, pairs
 from rnnopt.report.table import run_data
 from rnnopt.report.wide import preferred
@@ -36,12 +46,31 @@ COLUMNS = (
     *("run", "candidate", "baseline", "runs", "run_sd_log", "within_se_log"),
     *("speedup_low", "speedup_high"),
 )
+# How many of the K runs read the pair faster / slower / no meaningful difference /
+# inconclusive (intervals.classify): the columns, and the reading each counts.
+READS = {
+    "reads_faster": intervals.FASTER,
+    "reads_slower": intervals.SLOWER,
+    "reads_same": intervals.SAME,
+    "reads_inconclusive": intervals.INCONCLUSIVE,
+}
+
+
+class PairSpread(NamedTuple):
+    """One pair's between-run spread on one host, as the report uses it."""
+
+    run_sd: float  # tau, of the log speedup
+    run_df: float  # its degrees of freedom: runs - 1
+    reads: dict[str, int]  # reading (intervals.classify) -> runs that read the pair so
+
+
 FEWEST_RUNS = 3  # two runs give one degree of freedom: too few to estimate a variance
 
 
 def run_pairs(metrics: pd.DataFrame) -> pd.DataFrame:
     """Every timed pair of the comparison table in one run's metrics, once each: run,
-    candidate, baseline, log_ratio, se_log (within the run: over its processes)."""
+    candidate, baseline, log_ratio, se_log and welch_df (within the run: over its
+    processes), processes (of the side with fewer)."""
     rows = {}
     for run, data in run_data(metrics).items():
         for comparison in COMPARISONS:
@@ -58,17 +87,36 @@ def run_pairs(metrics: pd.DataFrame) -> pd.DataFrame:
                 # its spread at 20.6% where the other three runs gave 0.
                 spelled = found["spell_b"] + found["spell_c"] > 0
                 if found["ratio"] > 0 and np.isfinite(found["se_log"]) and not spelled:
-                    rows[(run, *key)] = (math.log(found["ratio"]), found["se_log"])
-    columns = ["run", "candidate", "baseline", "log_ratio", "se_log"]
+                    within = (found["se_log"], found["welch_df"], found["processes"])
+                    rows[(run, *key)] = (math.log(found["ratio"]), *within)
+    columns = ["run", "candidate", "baseline", "log_ratio", "se_log", "welch_df", "processes"]
     frame = pd.DataFrame([(*key, *value) for key, value in rows.items()], columns=columns)
     # numbers even when empty (a run whose every pair a spell slowed): concatenated with the
     # other runs', an empty frame's object columns would make theirs objects too
-    return frame.astype({"log_ratio": float, "se_log": float})
+    return frame.astype({"log_ratio": float, "se_log": float, "welch_df": float})
 
 
-def estimate(runs: list[pd.DataFrame]) -> pd.DataFrame:
+def readings(
+    group: pd.DataFrame, run_sd: float, threshold: float, confidence: float
+) -> dict[str, int]:
+    """How many of a pair's runs (run_pairs rows) read it faster / slower / ... by the verdict
+    rule, each run's interval widened by the spread estimated over them all: what each would
+    have read with the spread the report now adds."""
+    counts = dict.fromkeys(READS, 0)
+    column = {reading: name for name, reading in READS.items()}
+    for row in group.itertuples(index=False):
+        sides = (int(row.processes),) * 2
+        own = log_interval(math.exp(row.log_ratio), row.se_log, row.welch_df, sides, confidence)
+        widened = intervals.with_run_spread(own, run_sd, len(group) - 1, confidence)
+        counts[column[intervals.classify(widened, threshold)]] += 1
+    return counts
+
+
+def estimate(
+    runs: list[pd.DataFrame], threshold: float = THRESHOLD, confidence: float = CONFIDENCE
+) -> pd.DataFrame:
     """The between-run spread of every pair measured in at least FEWEST_RUNS of `runs` (the
-    metrics of runs of one host, one run name)."""
+    metrics of runs of one host, one run name), and how the runs read it (`readings`)."""
     found = pd.concat([run_pairs(metrics) for metrics in runs], ignore_index=True)
     names = sorted(found["run"].unique())
     if len(names) > 1:
@@ -80,11 +128,13 @@ def estimate(runs: list[pd.DataFrame]) -> pd.DataFrame:
         run_sd = between_run_sd(group["log_ratio"], group["se_log"])
         within = math.sqrt(float((group["se_log"] ** 2).mean()))
         ratios = np.exp(group["log_ratio"])
+        reads = readings(group, run_sd, threshold, confidence)
         rows.append(
             (run, candidate, baseline, len(group), run_sd, within)
             + (float(ratios.min()), float(ratios.max()))
+            + tuple(reads.values())
         )
-    return pd.DataFrame(rows, columns=list(COLUMNS))
+    return pd.DataFrame(rows, columns=[*COLUMNS, *READS])
 
 
 def merged(path: Path, spread: pd.DataFrame) -> pd.DataFrame:
@@ -93,7 +143,9 @@ def merged(path: Path, spread: pd.DataFrame) -> pd.DataFrame:
         return spread
     kept = _read_frame(path)
     kept = kept[~kept["run"].isin(spread["run"].unique())]
-    return pd.concat([kept, spread], ignore_index=True).sort_values(["run", "candidate"])
+    table = pd.concat([kept, spread], ignore_index=True).sort_values(["run", "candidate"])
+    # counts stay integers (empty where a kept row of another host has none)
+    return table.astype(dict.fromkeys(READS, "Int64"))
 
 
 def _read_frame(path: Path) -> pd.DataFrame:
@@ -107,13 +159,15 @@ def _read_frame(path: Path) -> pd.DataFrame:
     return frame
 
 
-def read(path: str | Path) -> dict[str, dict[tuple[str, str], tuple[float, float]]]:
-    """run -> (candidate, baseline) -> (run_sd_log, its degrees of freedom: runs - 1)."""
+def read(path: str | Path) -> dict[str, dict[tuple[str, str], PairSpread]]:
+    """run -> (candidate, baseline) -> PairSpread (reads empty in a file without them)."""
     frame = _read_frame(Path(path))
+    has_reads = all(column in frame for column in READS)
     spread: dict = {}
-    for row in frame.itertuples(index=False):
-        spread.setdefault(row.run, {})[(row.candidate, row.baseline)] = (
-            float(row.run_sd_log),
-            float(row.runs - 1),
+    for row in frame.to_dict("records"):
+        counted = has_reads and not any(pd.isna(row[c]) for c in READS)
+        reads = {READS[c]: int(row[c]) for c in READS} if counted else {}
+        spread.setdefault(row["run"], {})[(row["candidate"], row["baseline"])] = PairSpread(
+            float(row["run_sd_log"]), float(row["runs"] - 1), reads
         )
     return spread

@@ -7,8 +7,8 @@ import pandas as pd
 
 from rnnopt.report import wide
 from rnnopt.report.comparisons import COMPARISONS, Comparison
-from rnnopt.report.intervals import CONFIDENCE, THRESHOLD
-from rnnopt.report.outcomes import Outcome, RunData, measure
+from rnnopt.report.intervals import CONFIDENCE, THRESHOLD, classify
+from rnnopt.report.outcomes import Outcome, RunData, job_text, measure
 from rnnopt.report.roofline import bound_text, roofline_points
 from rnnopt.report.verdicts import per_shape, single_verdict, verdict, verdict_category
 from rnnopt.report.wide import NONE, runs
@@ -17,7 +17,7 @@ ALL_SHAPES = "all"  # comparison_numbers' row for the whole comparison (its verd
 COMPARISON_COLUMNS = (
     *("optimisation", "claim", "compared", "run", "shape"),
     *("speedup", "low", "high", "processes", "se_log", "welch_df", "run_sd_log"),
-    *("speed", "memory_ratio", "verdict", "category"),
+    *("speed", "memory_ratio", "verdict", "category", "reference_runs", "reference_agree"),
 )
 
 
@@ -72,7 +72,46 @@ def _by_shape(outcome: Outcome, cell) -> str:
     return "; ".join(f"{s}: {text}" for s, text in shown) or NONE
 
 
-def _cells(comparison: Comparison, outcome: Outcome, threshold: float) -> dict[str, str]:
+def reference_reads(
+    outcome: Outcome, pairs: dict, threshold: float
+) -> tuple[str, dict[str, int]] | None:
+    """(this run's reading of the speedup, how the host's reference runs read it: reading ->
+    runs; rnnopt.report.rerun_spread) for a speedup that rests on one pair with reads in the
+    host's rerun spread `pairs`; None otherwise."""
+    s = outcome.speedup
+    if s is None or not s.has_interval or len(outcome.jobs) != 2:
+        return None
+    found = pairs.get(tuple(job_text(job) for job in outcome.jobs))
+    if found is None or not found.reads:
+        return None
+    return classify(s, threshold), found.reads
+
+
+def rerun_note(outcome: Outcome, pairs: dict, threshold: float) -> str:
+    """Where the host's reference runs did not all read a speedup as this run does: how they
+    read it (at each shape of a row measured at several). A verdict near the threshold can
+    read otherwise on a rerun however well each run measures (docs/intervals.md, "Verdicts
+    near the threshold"); this says where that has happened on this host."""
+    parts = []
+    for label, one in outcome.by_shape.items() or [("", outcome)]:
+        found = reference_reads(one, pairs, threshold)
+        if found is None:
+            continue
+        reading, reads = found
+        total = sum(reads.values())
+        if reads.get(reading, 0) == total:
+            continue
+        shown = ", ".join(f"{n} {what}" for what, n in reads.items() if n)
+        parts.append(f"at {label}: " * bool(label) + f"{shown} of {total}")
+    if not parts:
+        return ""
+    read = "; ".join(parts)
+    return f" (a rerun may read otherwise: this host's reference runs read the speedup {read})"
+
+
+def _cells(
+    comparison: Comparison, outcome: Outcome, threshold: float, pairs: dict
+) -> dict[str, str]:
     speed = _by_shape(outcome, _speed_cell)
     if outcome.notes:
         speed += f" ({'; '.join(outcome.notes)})"
@@ -87,7 +126,7 @@ def _cells(comparison: Comparison, outcome: Outcome, threshold: float) -> dict[s
         "speedup": speed,
         "peak memory": memory,
         "loss": loss,
-        "verdict": verdict(comparison, outcome, threshold),
+        "verdict": verdict(comparison, outcome, threshold) + rerun_note(outcome, pairs, threshold),
     }
 
 
@@ -98,8 +137,9 @@ def comparison_table(
     confidence: float = CONFIDENCE,
     spread: dict | None = None,
 ) -> pd.DataFrame:
-    """One row per optimisation; per run: speedup (interval), peak memory, loss, verdict. The
-    page's text; comparison_numbers holds its numbers."""
+    """One row per optimisation; per run: speedup (interval), peak memory, loss, verdict (and
+    how the host's reference runs read the speedup where they did not all read it as this
+    run: rerun_note). The page's text; comparison_numbers holds its numbers."""
     rows = {c.optimisation: {"optimisation": c.optimisation} for c in comparisons}
     for comparison in comparisons:
         rows[comparison.optimisation] |= {
@@ -107,14 +147,16 @@ def comparison_table(
             "compared": comparison.compared,
         }
     for comparison, run, outcome in outcomes(metrics, comparisons, confidence, spread):
-        cells = _cells(comparison, outcome, threshold)
+        cells = _cells(comparison, outcome, threshold, (spread or {}).get(run, {}))
         rows[comparison.optimisation].update({f"{run}: {k}": v for k, v in cells.items()})
     return pd.DataFrame(list(rows.values()))
 
 
-def _numbers(outcome: Outcome) -> dict:
+def _numbers(outcome: Outcome, pairs: dict, threshold: float) -> dict:
     s = outcome.speedup
     has = s is not None and s.has_interval
+    found = reference_reads(outcome, pairs, threshold)
+    reading, reads = found if found is not None else (None, {})
     return {
         "speedup": s.median if s is not None else None,
         "low": s.low if has else None,
@@ -125,6 +167,8 @@ def _numbers(outcome: Outcome) -> dict:
         "run_sd_log": s.run_sd if s is not None else None,
         "speed": _speed_cell(outcome),
         "memory_ratio": outcome.memory_ratio,
+        "reference_runs": sum(reads.values()) if reads else None,
+        "reference_agree": reads.get(reading, 0) if reads else None,
     }
 
 
@@ -142,7 +186,9 @@ def comparison_numbers(
     of freedom, where the speedup rests on one pair of jobs: what `rnnopt compare` needs to
     test a change between two runs; both include run_sd_log, the host's between-run spread
     where measured: rnnopt.report.rerun_spread), speed (the text), memory_ratio (exact:
-    memray peaks are deterministic), verdict and its category (verdicts.CATEGORIES)."""
+    memray peaks are deterministic), verdict and its category (verdicts.CATEGORIES), and for a
+    speedup of one pair with reads in the host's rerun spread, reference_runs (how many runs
+    read it) and reference_agree (how many read it as this run does: reference_reads)."""
     rows = []
     for comparison, run, outcome in outcomes(metrics, comparisons, confidence, spread):
         described = {
@@ -157,11 +203,12 @@ def comparison_numbers(
             one = per_shape(outcome, shaped)
             shaped_text = single_verdict(comparison, one, threshold)
             parts.append((shape, shaped, text if outcome.unverified else shaped_text))
+        pairs = (spread or {}).get(run, {})
         for shape, measured, text in parts:
             rows.append(
                 described
                 | {"shape": shape}
-                | _numbers(measured)
+                | _numbers(measured, pairs, threshold)
                 | {"verdict": text, "category": verdict_category(text)}
             )
     return pd.DataFrame(rows, columns=COMPARISON_COLUMNS).astype(
@@ -174,6 +221,8 @@ def comparison_numbers(
             "welch_df": float,
             "run_sd_log": float,
             "memory_ratio": float,
+            "reference_runs": "Int64",
+            "reference_agree": "Int64",
         }
     )
 
