@@ -253,3 +253,22 @@ def test_compare_says_which_changed_verdicts_the_reference_runs_read_both_ways(t
         )
         == capsys.readouterr().out.split("\n")[0]
     )
+
+
+def test_the_note_is_only_where_another_reading_would_change_the_verdict():
+    """The GC row shows in-place's speedup but judges GC alone; float32's verdict fails on
+    memory whatever the speed where its peak is not lower: a split speedup moves neither."""
+    from rnnopt.report.comparisons import COMPARISONS
+    from rnnopt.report.intervals import Interval
+    from rnnopt.report.outcomes import Outcome
+    from rnnopt.report.verdicts import reading_matters
+
+    by_name = {c.optimisation: c for c in COMPARISONS}
+    faster = Interval(1.3, 1.2, 1.4, (3, 3))
+    for memory_ratio, matters in ((0.6, True), (1.2, False)):
+        outcome = Outcome(speedup=faster, memory_ratio=memory_ratio)
+        comparison = by_name["float32 instead of float64"]
+        assert reading_matters(comparison, outcome, ["inconclusive"]) is matters
+    gc_row = by_name["fewer temporaries, less garbage collection"]
+    assert not reading_matters(gc_row, Outcome(speedup=faster, gc_share=(0.0, 0.0)), ["slower"])
+    assert not reading_matters(by_name["float32 instead of float64"], Outcome(speedup=faster), [])

@@ -10,7 +10,13 @@ from rnnopt.report.comparisons import COMPARISONS, Comparison
 from rnnopt.report.intervals import CONFIDENCE, THRESHOLD, classify
 from rnnopt.report.outcomes import Outcome, RunData, job_text, measure
 from rnnopt.report.roofline import bound_text, roofline_points
-from rnnopt.report.verdicts import per_shape, single_verdict, verdict, verdict_category
+from rnnopt.report.verdicts import (
+    per_shape,
+    reading_matters,
+    single_verdict,
+    verdict,
+    verdict_category,
+)
 from rnnopt.report.wide import NONE, runs
 
 ALL_SHAPES = "all"  # comparison_numbers' row for the whole comparison (its verdict)
@@ -87,20 +93,23 @@ def reference_reads(
     return classify(s, threshold), found.reads
 
 
-def rerun_note(outcome: Outcome, pairs: dict, threshold: float) -> str:
-    """Where the host's reference runs did not all read a speedup as this run does: how they
-    read it (at each shape of a row measured at several). A verdict near the threshold can
-    read otherwise on a rerun however well each run measures (docs/intervals.md, "Verdicts
-    near the threshold"); this says where that has happened on this host."""
+def rerun_note(comparison: Comparison, outcome: Outcome, pairs: dict, threshold: float) -> str:
+    """Where the host's reference runs did not all read a speedup as this run does, and
+    another reading would change the verdict's category: how they read it (at each shape of a
+    row measured at several). A verdict near the threshold can read otherwise on a rerun
+    however well each run measures (docs/intervals.md, "Verdicts near the threshold"); this
+    says where that has happened on this host."""
     parts = []
     for label, one in outcome.by_shape.items() or [("", outcome)]:
         found = reference_reads(one, pairs, threshold)
         if found is None:
             continue
         reading, reads = found
-        total = sum(reads.values())
-        if reads.get(reading, 0) == total:
+        others = [what for what, n in reads.items() if n and what != reading]
+        shaped = per_shape(outcome, one) if label else outcome
+        if not reading_matters(comparison, shaped, others, threshold):
             continue
+        total = sum(reads.values())
         shown = ", ".join(f"{n} {what}" for what, n in reads.items() if n)
         parts.append(f"at {label}: " * bool(label) + f"{shown} of {total}")
     if not parts:
@@ -126,7 +135,8 @@ def _cells(
         "speedup": speed,
         "peak memory": memory,
         "loss": loss,
-        "verdict": verdict(comparison, outcome, threshold) + rerun_note(outcome, pairs, threshold),
+        "verdict": verdict(comparison, outcome, threshold)
+        + rerun_note(comparison, outcome, pairs, threshold),
     }
 
 

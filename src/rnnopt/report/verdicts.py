@@ -157,9 +157,26 @@ CRITERIA: dict[str, Callable[[Outcome], Check]] = {
 }
 
 
-def single_verdict(comparison: Comparison, outcome: Outcome, threshold: float = THRESHOLD) -> str:
-    """The verdict on one outcome (one shape, or a row measured at one shape only)."""
+# What the speed criterion says for each reading of its interval (intervals.classify).
+SPEED_READINGS: dict[str, bool | str] = {
+    intervals.FASTER: True,
+    intervals.SLOWER: False,
+    intervals.SAME: False,
+    intervals.INCONCLUSIVE: INCONCLUSIVE,
+}
+
+
+def single_verdict(
+    comparison: Comparison,
+    outcome: Outcome,
+    threshold: float = THRESHOLD,
+    speed_reading: str | None = None,
+) -> str:
+    """The verdict on one outcome (one shape, or a row measured at one shape only); with
+    `speed_reading` (a key of SPEED_READINGS), the verdict had the speedup read so."""
     criteria = CRITERIA | {"speed": partial(speed, threshold=threshold)}
+    if speed_reading is not None:
+        criteria["speed"] = lambda o: (SPEED_READINGS[speed_reading], f"read {speed_reading}")
     checks = [criteria[name](outcome) for name in comparison.criteria]
     judged = [(passed, detail) for passed, detail in checks if passed is not None]
     if not judged:
@@ -176,6 +193,21 @@ def single_verdict(comparison: Comparison, outcome: Outcome, threshold: float = 
         return "inconclusive: " + "; ".join(undecided)
     unjudged = [detail for passed, detail in checks if passed is None]
     return "supported" + (f" ({'; '.join(unjudged)})" if unjudged else "")
+
+
+def reading_matters(
+    comparison: Comparison, outcome: Outcome, readings, threshold: float = THRESHOLD
+) -> bool:
+    """Whether the speedup read another of `readings` would change the category of the
+    verdict on `outcome` (one shape): not for a row that judges no speed, nor where another
+    criterion fails whatever the speed."""
+    if "speed" not in comparison.criteria:
+        return False
+    now = verdict_category(single_verdict(comparison, outcome, threshold))
+    return any(
+        verdict_category(single_verdict(comparison, outcome, threshold, reading)) != now
+        for reading in readings
+    )
 
 
 def per_shape(outcome: Outcome, shaped: Outcome) -> Outcome:
