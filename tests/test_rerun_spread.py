@@ -272,3 +272,24 @@ def test_the_note_is_only_where_another_reading_would_change_the_verdict():
     gc_row = by_name["fewer temporaries, less garbage collection"]
     assert not reading_matters(gc_row, Outcome(speedup=faster, gc_share=(0.0, 0.0)), ["slower"])
     assert not reading_matters(by_name["float32 instead of float64"], Outcome(speedup=faster), [])
+
+
+def test_no_note_on_a_row_whose_variants_failed_verification():
+    from rnnopt.report.comparisons import COMPARISONS
+    from rnnopt.report.intervals import Interval
+    from rnnopt.report.outcomes import Outcome
+    from rnnopt.report.rerun_spread import PairSpread
+
+    jobs = tuple(
+        (variant, "float32", "cpu", 16, 20, 32, 64, 1)
+        for variant in ("numpy-lstm-fused", "numpy-lstm-batched")
+    )
+    reads = {"faster": 4, "slower": 0, "no meaningful difference": 0, "inconclusive": 1}
+    pairs = {PAIR: PairSpread(0.01, 4.0, reads)}
+    hoisted = next(c for c in COMPARISONS if c.optimisation == HOISTED)
+    measured = Outcome(speedup=Interval(1.3, 1.2, 1.4, (3, 3)), jobs=jobs)
+    assert table.rerun_note(hoisted, measured, pairs, 0.05).endswith(
+        "4 faster, 1 inconclusive of 5)"
+    )
+    measured.unverified = ["numpy-lstm-fused f32 cpu"]
+    assert table.rerun_note(hoisted, measured, pairs, 0.05) == ""

@@ -98,7 +98,10 @@ def rerun_note(comparison: Comparison, outcome: Outcome, pairs: dict, threshold:
     another reading would change the verdict's category: how they read it (at each shape of a
     row measured at several). A verdict near the threshold can read otherwise on a rerun
     however well each run measures (docs/intervals.md, "Verdicts near the threshold"); this
-    says where that has happened on this host."""
+    says where that has happened on this host. None on a row whose variants failed
+    verification (its verdict rests on no speedup)."""
+    if outcome.unverified:
+        return ""
     parts = []
     for label, one in outcome.by_shape.items() or [("", outcome)]:
         found = reference_reads(one, pairs, threshold)
