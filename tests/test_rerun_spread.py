@@ -293,3 +293,21 @@ def test_no_note_on_a_row_whose_variants_failed_verification():
     )
     measured.unverified = ["numpy-lstm-fused f32 cpu"]
     assert table.rerun_note(hoisted, measured, pairs, 0.05) == ""
+
+
+def test_a_change_the_reference_runs_never_split_on_is_not_counted_as_read_both_ways(
+    tmp_path, capsys
+):
+    """Run AO: hoisting at the small shape, faster in all fourteen reference runs, read
+    inconclusive after a spell took processes; compare must not file that under the splits."""
+    folders = runs(tmp_path)  # all four read it faster
+    _, _, out = spread_of(tmp_path, capsys, folders)
+    later = tmp_path / "results-later"
+    write_profile(later, "numpy-lstm-fused", 4.85)  # 1.03x: no longer faster
+    write_profile(later, "numpy-lstm-batched", 5.0)
+    report = tmp_path / "compare.md"
+    flags = ["--rerun-spread", str(out), "--out", str(report)]
+    assert main(["compare", str(folders[0]), str(later / RUN), *flags]) == 0
+    printed = capsys.readouterr().out
+    assert "; 1 verdicts changed" in printed and "read both ways" not in printed
+    assert "| 4 of 4 read it as A, 0 as B |" in report.read_text()

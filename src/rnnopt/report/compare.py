@@ -188,18 +188,17 @@ def verdict_rows(
     compared and shape; `changed` where the verdict's category differs; the speedup's change
     B/A (`change_ratio`, `change_low`, `change_high`: intervals.change_interval, where both
     sides rest on one pair of jobs) and `speedup_change` by the threshold rule (SPEEDUP_CHANGE);
-    `reference_split` where the host's reference runs read the speedup both ways (some not as
-    A reads it, or not as B: table.reference_reads)."""
+    `reference_split` where the host's reference runs themselves read the speedup more than
+    one way (table.reference_reads): a verdict that changed where they did not is the one to
+    look at."""
     columns = [*MATCH, "speedup", "low", "high", "processes", "se_log", "welch_df"]
-    columns += ["category", "verdict", "reference_runs", "reference_agree"]
+    columns += ["category", "verdict", "reference_runs", "reference_agree", "reference_readings"]
     paired = numbers_a[columns].merge(numbers_b[columns], on=list(MATCH), suffixes=("_a", "_b"))
     paired["changed"] = paired["category_a"] != paired["category_b"]
-    # Did the host's reference runs read the speedup both ways (some not as A, or not as B)?
-    # NA where neither side has reads (rnnopt.report.rerun_spread).
-    split = [paired[f"reference_runs_{s}"] > paired[f"reference_agree_{s}"] for s in "ab"]
-    paired["reference_split"] = (split[0].fillna(False) | split[1].fillna(False)).where(
-        paired["reference_runs_a"].notna() | paired["reference_runs_b"].notna(), pd.NA
-    )
+    # Did the host's reference runs themselves read the speedup more than one way? NA where
+    # neither side has reads (rnnopt.report.rerun_spread).
+    readings = paired[["reference_readings_a", "reference_readings_b"]].max(axis=1)
+    paired["reference_split"] = (readings > 1).astype("boolean").where(readings.notna(), pd.NA)
     changes = []
     for _, row in paired.iterrows():
         before, after = _speedup_interval(row, "a"), _speedup_interval(row, "b")

@@ -23,7 +23,8 @@ ALL_SHAPES = "all"  # comparison_numbers' row for the whole comparison (its verd
 COMPARISON_COLUMNS = (
     *("optimisation", "claim", "compared", "run", "shape"),
     *("speedup", "low", "high", "processes", "se_log", "welch_df", "run_sd_log"),
-    *("speed", "memory_ratio", "verdict", "category", "reference_runs", "reference_agree"),
+    *("speed", "memory_ratio", "verdict", "category"),
+    *("reference_runs", "reference_agree", "reference_readings"),
 )
 
 
@@ -182,6 +183,7 @@ def _numbers(outcome: Outcome, pairs: dict, threshold: float) -> dict:
         "memory_ratio": outcome.memory_ratio,
         "reference_runs": sum(reads.values()) if reads else None,
         "reference_agree": reads.get(reading, 0) if reads else None,
+        "reference_readings": sum(1 for n in reads.values() if n) if reads else None,
     }
 
 
@@ -201,7 +203,8 @@ def comparison_numbers(
     where measured: rnnopt.report.rerun_spread), speed (the text), memory_ratio (exact:
     memray peaks are deterministic), verdict and its category (verdicts.CATEGORIES), and for a
     speedup of one pair with reads in the host's rerun spread, reference_runs (how many runs
-    read it) and reference_agree (how many read it as this run does: reference_reads)."""
+    read it), reference_agree (how many read it as this run does: reference_reads) and
+    reference_readings (how many different readings they gave: 1 where they agreed)."""
     rows = []
     for comparison, run, outcome in outcomes(metrics, comparisons, confidence, spread):
         described = {
@@ -236,6 +239,7 @@ def comparison_numbers(
             "memory_ratio": float,
             "reference_runs": "Int64",
             "reference_agree": "Int64",
+            "reference_readings": "Int64",
         }
     )
 
