@@ -417,3 +417,25 @@ def test_a_row_without_an_interval_gets_no_process_back(tmp_path):
     assert given is not None and given.jobs == [NN]
     one_process = dataclasses.replace(row, speedup=Interval(row.speedup.median))
     assert replacement(run, one_process, False, Costs(run), {}, settings, lambda d: True) is None
+
+
+def test_an_undecided_verdicts_lost_process_goes_back_before_a_dearer_step(tmp_path):
+    """Run AO: a slow spell took two of the batched rung's three processes, hoisting read
+    1.24x (0.78-1.98), and its 3-s give-back waited while TorchScript's and torch.compile's
+    projected steps took the 30 s. Here nn.LSTM vs the cell loop is undecided on the two
+    processes a spell left (2.36x (0.03-189)) and TorchScript is two 2-s steps from decided:
+    nn.LSTM's 1-s give-back goes first (before, TorchScript's step did), and TorchScript's
+    steps still come."""
+    base_run(tmp_path)
+    write_process(tmp_path, NN, 1, 4.5, probe_ms=1.5)
+    write_process(tmp_path, NN, 2, 6.0)
+    run = Run(tmp_path / RUN)
+    assert run.short(NN)
+    assert [r.optimisation for r in undecided(run.metrics)] == [
+        "library kernels (nn.LSTM vs hand-written cell)",
+        "TorchScript",
+    ]
+    steady = {JIT: itertools.cycle([9.0, 9.02]), CELL: itertools.cycle([10.0, 10.03])}
+    measure, calls = writer(steady | {NN: itertools.cycle([3.01])})
+    topup(run, 600, 5, 0.05, 0.95, measure=measure, clock=lambda: 0.0)
+    assert calls[0] == (NN, 3) and (JIT, 3) in calls and (CELL, 3) in calls

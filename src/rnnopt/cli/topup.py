@@ -8,8 +8,8 @@ the GEMM-only split), then the verdicts are judged again: a verdict drops out on
 clears the threshold, or its jobs reach --max-processes. Any speed verdict, decided, held
 open by the host's between-run spread or beyond budget, also gets a process in place of each
 one that a slow spell of the host took from its jobs (rnnopt.report.wide.undisturbed), so
-that its interval rests on the processes the passes gave it (Plan.priority: after the steps
-the budget can decide, before the rest). No step starts that its jobs' cost
+that its interval rests on the processes the passes gave it (Plan.priority: an undecided
+verdict's with the steps the budget can decide, cheapest first; a decided one's after them). No step starts that its jobs' cost
 (their last process, or their timing loop plus the start-up seen so far) says would not fit in
 what is left of --budget-s. The records go to results/<run>/topup/, read with the run's
 profile records (process numbers after the base passes). docs/intervals.md ("Undecided
@@ -194,13 +194,13 @@ class Plan:
 
     def priority(self, left_s: float) -> tuple[int, float, float]:
         """What goes first: steps of verdicts projected to be decided within the seconds
-        left, cheapest first; then the processes given back to verdicts that a slow spell left
-        short, those of undecided verdicts first (a spell-hit process may be all that keeps
-        one open; a decided verdict only gets a narrower interval); then the verdicts that
-        neither the budget nor the cap would decide, the one with the fewest seconds so far
-        first."""
+        left and the processes given back to undecided verdicts that a slow spell left short
+        (a spell-hit process may be all that keeps one open, and giving it back restores the
+        passes' processes), cheapest first; then the processes given back to decided verdicts
+        (only a narrower interval); then the verdicts that neither the budget nor the cap
+        would decide, the one with the fewest seconds so far first."""
         if self.replaces:
-            return (1 if self.undecided else 2), self.cost_s, self.spent_s
+            return (0 if self.undecided else 2), self.cost_s, self.spent_s
         return (0 if self.cost_s <= left_s else 3), self.cost_s, self.spent_s
 
     @property
