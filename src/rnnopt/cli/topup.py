@@ -9,11 +9,12 @@ clears the threshold, or its jobs reach --max-processes. Any speed verdict, deci
 open by the host's between-run spread or beyond budget, also gets a process in place of each
 one that a slow spell of the host took from its jobs (rnnopt.report.wide.undisturbed), so
 that its interval rests on the processes the passes gave it (Plan.priority: an undecided
-verdict's with the steps the budget can decide, cheapest first; a decided one's after them). No step starts that its jobs' cost
-(their last process, or their timing loop plus the start-up seen so far) says would not fit in
-what is left of --budget-s. The records go to results/<run>/topup/, read with the run's
-profile records (process numbers after the base passes). docs/intervals.md ("Undecided
-verdicts") gives the rule and its cost to the intervals.
+verdict's with the steps the budget can decide, cheapest first; a decided one's after them).
+No step starts that its jobs' cost (their last process, or their timing loop plus the
+start-up seen so far) says would not fit in what is left of --budget-s. The records go to
+results/<run>/topup/, read with the run's profile records (process numbers after the base
+passes). docs/intervals.md ("Undecided verdicts") gives the rule and its cost to the
+intervals.
 """
 
 from __future__ import annotations
