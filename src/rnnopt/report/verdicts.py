@@ -62,6 +62,15 @@ def verdict_category(text: str) -> str:
     raise ValueError(f"not a verdict: {text!r}")
 
 
+# What the speed criterion says for each reading of its interval (intervals.classify).
+SPEED_READINGS: dict[str, bool | str] = {
+    intervals.FASTER: True,
+    intervals.SLOWER: False,
+    intervals.SAME: False,
+    intervals.INCONCLUSIVE: INCONCLUSIVE,
+}
+
+
 def speed(o: Outcome, threshold: float = THRESHOLD) -> Check:
     s = o.speedup
     if s is None:
@@ -75,13 +84,13 @@ def speed(o: Outcome, threshold: float = THRESHOLD) -> Check:
             f"{s}: rests on {slowed} process{'es' if slowed > 1 else ''} that a slow spell of "
             f"the host slowed, which could have made it {found}"
         )
-    if found == intervals.FASTER:
-        return True, f"{s} faster"
-    if found == intervals.SLOWER:
-        return False, f"slower ({s})"
-    if found == intervals.SAME:
-        return False, f"no meaningful difference ({s}: within {threshold:.0%})"
-    return INCONCLUSIVE, f"{s}: the interval crosses the {threshold:.0%} threshold"
+    details = {
+        intervals.FASTER: f"{s} faster",
+        intervals.SLOWER: f"slower ({s})",
+        intervals.SAME: f"no meaningful difference ({s}: within {threshold:.0%})",
+        intervals.INCONCLUSIVE: f"{s}: the interval crosses the {threshold:.0%} threshold",
+    }
+    return SPEED_READINGS[found], details[found]
 
 
 def memory(o: Outcome) -> Check:
@@ -154,15 +163,6 @@ CRITERIA: dict[str, Callable[[Outcome], Check]] = {
     "same_loss": same_loss,
     "throughput": throughput,
     "learned": learned,
-}
-
-
-# What the speed criterion says for each reading of its interval (intervals.classify).
-SPEED_READINGS: dict[str, bool | str] = {
-    intervals.FASTER: True,
-    intervals.SLOWER: False,
-    intervals.SAME: False,
-    intervals.INCONCLUSIVE: INCONCLUSIVE,
 }
 
 
