@@ -16,6 +16,7 @@ from rnnopt.cli import main
 from rnnopt.cli.topup import Costs, Run, profile_command, replacement, topup
 from rnnopt.records import make_record, write_record
 from rnnopt.report.intervals import Interval, classify, ratio_interval
+from rnnopt.report.rerun_spread import PairSpread
 from rnnopt.report.undecided import speed_verdicts, undecided
 from rnnopt.report.wide import records
 from tests.test_aggregate import ENV, FakeVariant
@@ -274,7 +275,9 @@ def test_a_verdict_the_between_run_spread_keeps_open_gets_no_process(tmp_path, c
     steady = {JIT: itertools.cycle([9.0, 9.02]), CELL: itertools.cycle([10.0, 10.03])}
     run = base_run(tmp_path / "wide")
     measure, calls = writer(steady)
-    left = topup(run, 600, 20, 0.05, 0.95, {RUN: {pair: (0.02, 6.0)}}, measure=measure)
+    left = topup(
+        run, 600, 20, 0.05, 0.95, {RUN: {pair: PairSpread(0.02, 6.0, {})}}, measure=measure
+    )
     assert calls == [] and [row.optimisation for row in left] == ["TorchScript"]
     assert left[0].speedup.run_sd == 0.02
     assert (
@@ -282,7 +285,10 @@ def test_a_verdict_the_between_run_spread_keeps_open_gets_no_process(tmp_path, c
     )
     run = base_run(tmp_path / "narrow")
     measure, calls = writer(steady)
-    assert topup(run, 600, 20, 0.05, 0.95, {RUN: {pair: (0.002, 6.0)}}, measure=measure) == []
+    assert (
+        topup(run, 600, 20, 0.05, 0.95, {RUN: {pair: PairSpread(0.002, 6.0, {})}}, measure=measure)
+        == []
+    )
     assert calls
 
 
@@ -301,9 +307,12 @@ def test_a_process_a_slow_spell_took_is_replaced_even_where_the_spread_keeps_it_
     write_process(tmp_path, JIT, 1, 9.4 * 1.4, probe_ms=1.5)
     run = Run(tmp_path / RUN)
     assert run.short(JIT) and not run.short(CELL) and not run.short(NN)
-    assert undecided(run.metrics, spread={RUN: {pair: (0.02, 6.0)}})[0].speedup.n == 2
+    spread = {RUN: {pair: PairSpread(0.02, 6.0, {})}}
+    assert undecided(run.metrics, spread=spread)[0].speedup.n == 2
     measure, calls = writer({JIT: itertools.cycle([9.1])})
-    left = topup(run, 600, 20, 0.05, 0.95, {RUN: {pair: (0.02, 6.0)}}, measure=measure)
+    left = topup(
+        run, 600, 20, 0.05, 0.95, {RUN: {pair: PairSpread(0.02, 6.0, {})}}, measure=measure
+    )
     assert calls == [(JIT, 3)]
     assert [row.speedup.n for row in left] == [3]
     out = capsys.readouterr().out

@@ -63,7 +63,7 @@ class RunData:
     failed_verification: set
     confidence: float = CONFIDENCE  # of the speedup intervals
     # This host's between-run spread of each pair's log speedup, where measured
-    # (rnnopt.report.rerun_spread): pair_key -> (run_sd, run_df).
+    # (rnnopt.report.rerun_spread): pair_key -> PairSpread.
     spread: dict = field(default_factory=dict)
 
 
@@ -118,7 +118,7 @@ def pair_intervals(
     """Per pair: ratio = baseline time / candidate time (geometric means of the processes'
     times, rnnopt.report.wide.PROCESS_TIME), its interval low-high over processes (NaN with
     one process a side), widened by the pair's between-run spread where `spread` (pair_keys
-    -> (run_sd, run_df)) has it, `processes`, the fewer processes of the two sides, the
+    -> rerun_spread.PairSpread) has it, `processes`, the fewer processes of the two sides, the
     interval's se_log and welch_df (rnnopt.report.intervals), run_sd_log and run_df (0 and
     NaN without a spread)."""
     rows = []
@@ -130,7 +130,8 @@ def pair_intervals(
             rows.append((math.nan, math.nan, math.nan, 0, math.nan, math.nan, 0.0, math.nan))
             continue
         if key in (spread or {}):
-            interval = with_run_spread(interval, *spread[key][:2], confidence)
+            pair = spread[key]
+            interval = with_run_spread(interval, pair.run_sd, pair.run_df, confidence)
         low = interval.low if interval.has_interval else math.nan
         high = interval.high if interval.has_interval else math.nan
         se = math.nan if interval.se is None else interval.se
