@@ -119,15 +119,15 @@ def pair_intervals(
     times, rnnopt.report.wide.PROCESS_TIME), its interval low-high over processes (NaN with
     one process a side), widened by the pair's between-run spread where `spread` (pair_keys
     -> rerun_spread.PairSpread) has it, `processes`, the fewer processes of the two sides, the
-    interval's se_log and welch_df (rnnopt.report.intervals), run_sd_log and run_df (0 and
-    NaN without a spread)."""
+    interval's se_log and welch_df (rnnopt.report.intervals), run_sd_log, run_df and the
+    processes' own process_df (0, NaN and NaN without a spread)."""
     rows = []
     keys = pair_keys(matched) if spread else [None] * len(matched)
     times = zip(matched["process_times_b"], matched["process_times_c"], keys, strict=True)
     for base, cand, key in times:
         interval = ratio_interval(base, cand, confidence)
         if interval is None:
-            rows.append((math.nan, math.nan, math.nan, 0, math.nan, math.nan, 0.0, math.nan))
+            rows.append((math.nan,) * 3 + (0,) + (math.nan,) * 2 + (0.0,) + (math.nan,) * 2)
             continue
         if key in (spread or {}):
             pair = spread[key]
@@ -137,8 +137,11 @@ def pair_intervals(
         se = math.nan if interval.se is None else interval.se
         df = math.nan if interval.df is None else interval.df
         run_df = math.nan if interval.run_df is None else interval.run_df
-        rows.append((interval.median, low, high, interval.n, se, df, interval.run_sd, run_df))
-    columns = ["ratio", "low", "high", "processes", "se_log", "welch_df", "run_sd_log", "run_df"]
+        own_df = math.nan if interval.process_df is None else interval.process_df
+        spread_of_run = (interval.run_sd, run_df, own_df)
+        rows.append((interval.median, low, high, interval.n, se, df, *spread_of_run))
+    columns = ["ratio", "low", "high", "processes", "se_log", "welch_df"]
+    columns += ["run_sd_log", "run_df", "process_df"]
     floats = {column: float for column in columns if column != "processes"}
     found = pd.DataFrame(rows, columns=columns, index=matched.index).astype(floats)
     # Processes of each side that a slow spell slowed and that stayed in (wide.undisturbed).
@@ -169,7 +172,8 @@ def speedup(
     if len(good) == 1 and good["se_log"].notna().all():  # one pair: its Welch interval
         se, df = float(good["se_log"].iloc[0]), float(good["welch_df"].iloc[0])
         run_df = float(good["run_df"].iloc[0]) if run_sd > 0 else None
-        return Interval(estimate, low, high, sides, se, df, run_sd, run_df, slowed)
+        own_df = float(good["process_df"].iloc[0]) if run_sd > 0 else None
+        return Interval(estimate, low, high, sides, se, df, run_sd, run_df, slowed, own_df)
     return Interval(estimate, low, high, sides, run_sd=run_sd, spell_slowed=slowed)
 
 
