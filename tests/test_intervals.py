@@ -306,3 +306,47 @@ def test_a_noisy_run_does_not_hide_the_quiet_runs_disagreement():
     unweighted = math.sqrt(max(0.0, np.var(log_ratios, ddof=1) - np.mean(np.square(se))))
     assert unweighted == 0.0
     assert between_run_sd(log_ratios, se) > 0.015
+
+
+def test_a_run_agrees_with_its_reference_runs_within_their_prediction_interval():
+    """with_reference: the pooled interval exp(mean +- t(K-1) se_mean), and agreement when
+    this run's log speedup lies within t(df) sqrt(se^2 + se_mean^2) of the pooled mean (df by
+    Welch-Satterthwaite); the verdict reads the pooled interval only then."""
+    from rnnopt.report.intervals import log_interval, with_reference
+
+    run = log_interval(1.10, 0.01, 10.0, (3, 3), 0.95)
+    se_mean, runs = 0.005, 20
+    a, b = 0.01**2, se_mean**2
+    df = (a + b) ** 2 / (a**2 / 10 + b**2 / (runs - 1))
+    reach = stats.t.ppf(0.975, df) * math.sqrt(a + b)
+    for factor, agrees in ((0.999, True), (1.001, False)):
+        mean = math.log(1.10) - factor * reach
+        found = with_reference(run, mean, se_mean, runs)
+        assert found.agrees is agrees and found.reference_runs == runs
+        half = stats.t.ppf(0.975, runs - 1) * se_mean
+        assert found.reference.low == pytest.approx(math.exp(mean - half))
+        assert found.reference.high == pytest.approx(math.exp(mean + half))
+        assert (found.judged is found.reference) is agrees
+        assert found.median == run.median and found.low == run.low  # this run's, unchanged
+    # no interval of its own (one process a side): nothing to check it by, so its own
+    lone = with_reference(Interval(1.10), math.log(1.10), se_mean, runs)
+    assert lone.agrees is None and lone.judged is lone
+    # fewer than two reference runs or no pooled figures (an older file): unchanged
+    assert with_reference(run, math.log(1.1), se_mean, 1) == run
+    assert with_reference(run, math.nan, math.nan, runs) == run
+
+
+def test_the_pooled_speedup_weights_each_run_by_its_error_and_the_spread():
+    from rnnopt.report.intervals import pooled_runs
+
+    logs, ses, tau = [0.05, 0.10, 0.07], [0.01, 0.03, 0.02], 0.01
+    weights = [1 / (se**2 + tau**2) for se in ses]
+    mean, se = pooled_runs(logs, ses, tau)
+    weighted = sum(w * y for w, y in zip(weights, logs, strict=True))
+    assert mean == pytest.approx(weighted / sum(weights))
+    assert se == pytest.approx(1 / math.sqrt(sum(weights)))
+    # without a spread, equal errors: the plain mean and se / sqrt(K)
+    assert pooled_runs(logs, [0.02] * 3, 0.0) == (
+        pytest.approx(sum(logs) / 3),
+        pytest.approx(0.02 / math.sqrt(3)),
+    )

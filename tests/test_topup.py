@@ -294,6 +294,26 @@ def test_a_verdict_the_between_run_spread_keeps_open_gets_no_process(tmp_path, c
     assert calls
 
 
+def test_a_verdict_read_over_the_reference_runs_gets_no_process(tmp_path, capsys):
+    """base_run's TorchScript, 1.09x (1.04-1.14), on a host whose seven reference runs pooled
+    measure 1.05x (1.02-1.08), which this run agrees with: the verdict reads that pooled
+    interval, undecided, and more processes of this run would barely move it (one run among
+    eight), so the top-up adds none. With a 0.2% spread alone (no pooled speedup) it adds
+    processes (test_a_verdict_the_between_run_spread_keeps_open_gets_no_process)."""
+    pair = (
+        "torch-lstm-jit float32 cpu b16-t20-i32-h64 threads1",
+        "torch-lstm-cell float32 cpu b16-t20-i32-h64 threads1",
+    )
+    run = base_run(tmp_path)
+    spread = {RUN: {pair: PairSpread(0.002, 6.0, {}, math.log(1.05), 0.01)}}
+    [row] = undecided(run.metrics, spread=spread)
+    assert row.speedup.agrees and row.speedup.judged is row.speedup.reference
+    measure, calls = writer({JIT: itertools.cycle([9.0]), CELL: itertools.cycle([10.0])})
+    left = topup(run, 600, 20, 0.05, 0.95, spread, measure=measure)
+    assert calls == [] and [r.optimisation for r in left] == ["TorchScript"]
+    assert "it is read over this host's 7 reference runs" in capsys.readouterr().out
+
+
 def test_a_slow_process_that_pulls_the_estimate_to_the_bound_does_not_keep_it_open(
     tmp_path, capsys
 ):

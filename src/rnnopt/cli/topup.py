@@ -242,8 +242,9 @@ def runnable(run: Run, jobs: list, most: int, has_device) -> tuple[list[str], li
 
 def plan(run: Run, row, settings: dict, costs: Costs, spent: dict, has_device) -> Plan | str:
     """The plan of one undecided verdict, or why it can have no step: its jobs are at the
-    process cap, need a device this host lacks (a CUDA verdict's top-up on a CPU node), or the
-    host's between-run spread alone keeps its interval across the threshold."""
+    process cap, need a device this host lacks (a CUDA verdict's top-up on a CPU node), it is
+    read over the host's reference runs (intervals.with_reference), or the host's between-run
+    spread alone keeps its interval across the threshold."""
     from rnnopt.report.intervals import processes_to_decide, run_spread_keeps_open
 
     missing, jobs = runnable(run, row.jobs, settings["max_processes"], has_device)
@@ -253,6 +254,11 @@ def plan(run: Run, row, settings: dict, costs: Costs, spent: dict, has_device) -
     if not jobs:
         return f"its jobs have {most} processes (the cap)"
     rule = (settings["threshold"], settings["confidence"])
+    if row.speedup.judged is not row.speedup:
+        return (
+            f"it is read over this host's {row.speedup.reference_runs} reference runs "
+            "(--rerun-spread), which this run's processes barely move"
+        )
     if run_spread_keeps_open(row.speedup, *rule):
         return (
             f"the host's between-run spread ({row.speedup.run_sd:.1%}, --rerun-spread) keeps "

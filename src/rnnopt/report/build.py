@@ -50,10 +50,15 @@ def between_runs_note(metrics: pd.DataFrame, spread: dict | None) -> str:
     return (
         "The intervals of " + named + " also carry the host's between-run spread of each "
         "speedup (verdicts.rerun_spread; the run_sd_log column: "
-        'its variance adds to the processes\', docs/intervals.md, "Between runs"). Where '
-        "those runs did not all read a speedup the same way by the verdict rule, its verdict "
-        'says how they read it ("a rerun may read otherwise": the verdict sits near the '
-        'threshold, docs/intervals.md, "Verdicts near the threshold").'
+        'its variance adds to the processes\', docs/intervals.md, "Between runs"). Where the '
+        "spread file holds those runs' pooled speedup and this run's agrees with it (lies in "
+        "the interval they predict for a run), the verdict reads the pooled interval, which "
+        "many runs measure better than one: it names both, and a rerun that agrees reads the "
+        'same verdict (the reference_* columns; docs/intervals.md, "Verdicts from the '
+        'reference runs"). A run that differs is judged on its own and says so. Where a verdict '
+        "rests on this run's interval and those runs did not all read the speedup the same "
+        'way, it says how they read it ("a rerun may read otherwise": the verdict sits near '
+        'the threshold, docs/intervals.md, "Verdicts near the threshold").'
     )
 
 

@@ -59,6 +59,18 @@ class Interval:
     # The degrees of freedom of the processes' own interval, before with_run_spread widened it
     # (None where it was not widened: then df is theirs).
     process_df: float | None = None
+    # The speedup pooled over this host's reference runs (with_reference), how many runs it
+    # pools, and whether this run's speedup agrees with it (lies in its prediction interval;
+    # None where no check was possible). The verdict reads the reference where it agrees.
+    reference: Interval | None = None
+    reference_runs: int = 0
+    agrees: bool | None = None
+
+    @property
+    def judged(self) -> Interval:
+        """The interval the verdict reads: the reference runs' pooled one where this run
+        agrees with it, this run's otherwise."""
+        return self.reference if self.agrees and self.reference is not None else self
 
     @property
     def has_interval(self) -> bool:
@@ -86,6 +98,18 @@ class Interval:
         if not self.has_interval:
             return f"{self.median:.2f}x"
         return f"{self.median:.2f}x ({self.low:.2f}-{self.high:.2f})"
+
+    def shown(self) -> str:
+        """What a verdict names: this run's interval, and the reference runs' where the
+        verdict reads theirs (three decimals: pooled intervals are narrow, and at two a low
+        bound of 1.052 would print as the threshold itself)."""
+        if self.judged is self:
+            return str(self)
+        r = self.reference
+        return (
+            f"{r.median:.3f}x ({r.low:.3f}-{r.high:.3f}) over this host's "
+            f"{self.reference_runs} reference runs, this run {self}"
+        )
 
 
 def _logs(values: Sequence[float]) -> np.ndarray:
@@ -199,6 +223,50 @@ def with_run_spread(
         df = _df_of_quantile(before / math.sqrt(variance), interval.df, df, confidence)
     widened = _welch(interval.median, variance, df, interval.processes, confidence)
     return replace(widened, run_sd=run_sd, run_df=run_df, process_df=interval.df)
+
+
+def pooled_runs(
+    log_ratios: Sequence[float], se_logs: Sequence[float], run_sd: float
+) -> tuple[float, float]:
+    """The random-effects pooled log speedup of several runs and its standard error: each run
+    weighted by 1 / (se_k^2 + tau^2), tau = run_sd (between_run_sd), the weighted mean and
+    1 / sqrt(sum of the weights). Runs without an error count with tau alone (NaN: none)."""
+    y, se = np.asarray(log_ratios, dtype=float), np.asarray(se_logs, dtype=float)
+    variance = np.where(np.isfinite(se), se**2, 0.0) + run_sd**2
+    if len(y) == 0 or not np.all(variance > 0):
+        return math.nan, math.nan
+    w = 1.0 / variance
+    return float(np.sum(w * y) / np.sum(w)), float(1.0 / math.sqrt(np.sum(w)))
+
+
+def with_reference(
+    interval: Interval,
+    mean_log: float,
+    mean_se: float,
+    runs: int,
+    confidence: float = CONFIDENCE,
+) -> Interval:
+    """`interval` (this run's, widened by the host's between-run spread: with_run_spread)
+    with the speedup pooled over `runs` reference runs of its host (pooled_runs: exp(mean_log)
+    with the t interval of mean_se on runs - 1 degrees of freedom), and whether this run agrees
+    with them: its log speedup lies within the prediction interval of a new run, mean_log +-
+    t(df) sqrt(se^2 + mean_se^2), df by Welch-Satterthwaite. Where it agrees, the verdict reads
+    the pooled interval: the widened interval of one run and the pooled one of many estimate
+    the same quantity, the host's speedup, and many runs measure it better, so a rerun no
+    longer moves a verdict near the threshold (docs/intervals.md, "Verdicts from the reference
+    runs"). Where it does not, something changed (code, libraries, a shift of the host) and the
+    run is judged on its own."""
+    if runs < 2 or not (math.isfinite(mean_log) and math.isfinite(mean_se) and mean_se > 0):
+        return interval
+    ref_df = runs - 1
+    pooled = _welch(math.exp(mean_log), mean_se**2, ref_df, interval.processes, confidence)
+    agrees = None
+    if interval.se is not None and interval.df is not None and interval.median > 0:
+        variance = interval.se**2 + mean_se**2
+        df = _satterthwaite([(interval.se**2, interval.df), (mean_se**2, ref_df)])
+        gap = abs(math.log(interval.median) - mean_log)
+        agrees = bool(gap <= _quantile(confidence, df) * math.sqrt(variance))
+    return replace(interval, reference=pooled, reference_runs=runs, agrees=agrees)
 
 
 def _df_of_quantile(quantile: float, low: float, high: float, confidence: float) -> float:

@@ -12,14 +12,20 @@ from __future__ import annotations
 
 import math
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 import pandas as pd
 
 from rnnopt.report.aggregate import SHAPE_KEYS
 from rnnopt.report.comparisons import Comparison, Side
-from rnnopt.report.intervals import CONFIDENCE, Interval, ratio_interval, with_run_spread
+from rnnopt.report.intervals import (
+    CONFIDENCE,
+    Interval,
+    ratio_interval,
+    with_reference,
+    with_run_spread,
+)
 from rnnopt.report.wide import label, preferred, shape_label
 
 MATCH_KEYS = ("cell", "task", "phase", *SHAPE_KEYS, "threads")
@@ -120,18 +126,24 @@ def pair_intervals(
     one process a side), widened by the pair's between-run spread where `spread` (pair_keys
     -> rerun_spread.PairSpread) has it, `processes`, the fewer processes of the two sides, the
     interval's se_log and welch_df (rnnopt.report.intervals), run_sd_log, run_df and the
-    processes' own process_df (0, NaN and NaN without a spread)."""
-    rows = []
+    processes' own process_df (0, NaN and NaN without a spread), and the speedup pooled over
+    the host's reference runs where the spread holds it (intervals.with_reference):
+    ref_ratio, ref_low, ref_high, ref_runs and agrees (this run with them; NA: no check)."""
+    rows, references = [], []
     keys = pair_keys(matched) if spread else [None] * len(matched)
     times = zip(matched["process_times_b"], matched["process_times_c"], keys, strict=True)
     for base, cand, key in times:
         interval = ratio_interval(base, cand, confidence)
         if interval is None:
             rows.append((math.nan,) * 3 + (0,) + (math.nan,) * 2 + (0.0,) + (math.nan,) * 2)
+            references.append((math.nan,) * 3 + (0, None))
             continue
         if key in (spread or {}):
             pair = spread[key]
             interval = with_run_spread(interval, pair.run_sd, pair.run_df, confidence)
+            runs = int(pair.run_df) + 1
+            interval = with_reference(interval, pair.mean_log, pair.mean_se_log, runs, confidence)
+        references.append(_reference_row(interval))
         low = interval.low if interval.has_interval else math.nan
         high = interval.high if interval.has_interval else math.nan
         se = math.nan if interval.se is None else interval.se
@@ -147,7 +159,34 @@ def pair_intervals(
     # Processes of each side that a slow spell slowed and that stayed in (wide.undisturbed).
     for side, suffix in (("spell_b", "_b"), ("spell_c", "_c")):
         found[side] = _col(matched, f"spell_kept{suffix}").fillna(0).astype(int)
-    return found
+    reference = pd.DataFrame(references, columns=REFERENCE_COLUMNS, index=matched.index)
+    reference = reference.astype({"ref_ratio": float, "ref_low": float, "ref_high": float})
+    return pd.concat([found, reference.astype({"agrees": "boolean"})], axis=1)
+
+
+REFERENCE_COLUMNS = ["ref_ratio", "ref_low", "ref_high", "ref_runs", "agrees"]
+
+
+def _reference_row(interval: Interval) -> tuple:
+    r = interval.reference
+    if r is None:
+        return (math.nan,) * 3 + (0, None)
+    return (r.median, r.low, r.high, interval.reference_runs, interval.agrees)
+
+
+def _pooled_reference(good: pd.DataFrame, sides: tuple[int, int]) -> dict:
+    """Interval's reference fields for pairs that all have a reference: the union of their
+    pooled intervals (one pair: its own) and whether this run agrees with every one."""
+    if good["ref_runs"].min() < 2 or good["agrees"].isna().any():
+        return {}
+    pooled = Interval(
+        float(np.exp(np.log(good["ref_ratio"]).mean())),
+        float(good["ref_low"].min()),
+        float(good["ref_high"].max()),
+        sides,
+    )
+    agrees = bool(good["agrees"].all())
+    return {"reference": pooled, "reference_runs": int(good["ref_runs"].min()), "agrees": agrees}
 
 
 def speedup(
@@ -173,8 +212,10 @@ def speedup(
         se, df = float(good["se_log"].iloc[0]), float(good["welch_df"].iloc[0])
         run_df = float(good["run_df"].iloc[0]) if run_sd > 0 else None
         own_df = float(good["process_df"].iloc[0]) if run_sd > 0 else None
-        return Interval(estimate, low, high, sides, se, df, run_sd, run_df, slowed, own_df)
-    return Interval(estimate, low, high, sides, run_sd=run_sd, spell_slowed=slowed)
+        found = Interval(estimate, low, high, sides, se, df, run_sd, run_df, slowed, own_df)
+    else:
+        found = Interval(estimate, low, high, sides, run_sd=run_sd, spell_slowed=slowed)
+    return replace(found, **_pooled_reference(good, sides))
 
 
 def ratio(matched: pd.DataFrame, metric: str) -> float | None:

@@ -18,11 +18,17 @@ one tau-widened half-width beyond it reads decided in some runs and inconclusive
 each pair by the verdict rule (intervals.classify, each run's interval widened by tau): the
 report prints, beside a verdict that not every reference run reads the same, how many read what.
 
+The K runs also measure the host's speedup itself, better than any one of them: the file holds
+their random-effects pooled log speedup and its standard error (intervals.pooled_runs), which
+a later run's verdict reads where that run agrees with them (intervals.with_reference;
+docs/intervals.md, "Verdicts from the reference runs").
+
 The file (CSV) holds one row per run name and pair: run, candidate, baseline (the pair's jobs,
 outcomes.job_text), runs (K), run_sd_log (tau), within_se_log (the root mean s_k^2),
-speedup_low / speedup_high (the K runs' smallest and largest speedup), and reads_faster,
-reads_slower, reads_same, reads_inconclusive (how many of the K runs read the pair so; a file
-written before these columns existed is read without them).
+speedup_low / speedup_high (the K runs' smallest and largest speedup), mean_log / mean_se_log
+(the pooled log speedup and its standard error), and reads_faster, reads_slower, reads_same,
+reads_inconclusive (how many of the K runs read the pair so). A file written before the pooled
+or the reads columns existed is read without them.
 """
 
 from __future__ import annotations
@@ -37,7 +43,13 @@ import pandas as pd
 from rnnopt.errors import UserError
 from rnnopt.report import intervals
 from rnnopt.report.comparisons import COMPARISONS
-from rnnopt.report.intervals import CONFIDENCE, THRESHOLD, between_run_sd, log_interval
+from rnnopt.report.intervals import (
+    CONFIDENCE,
+    THRESHOLD,
+    between_run_sd,
+    log_interval,
+    pooled_runs,
+)
 from rnnopt.report.outcomes import pair_intervals, pair_keys, pairs
 from rnnopt.report.table import run_data
 from rnnopt.report.wide import preferred
@@ -46,6 +58,7 @@ COLUMNS = (
     *("run", "candidate", "baseline", "runs", "run_sd_log", "within_se_log"),
     *("speedup_low", "speedup_high"),
 )
+POOLED = ("mean_log", "mean_se_log")  # optional when read: files before them lack them
 # How many of the K runs read the pair faster / slower / no meaningful difference /
 # inconclusive (intervals.classify): the columns, and the reading each counts.
 READS = {
@@ -62,6 +75,9 @@ class PairSpread(NamedTuple):
     run_sd: float  # tau, of the log speedup
     run_df: float  # its degrees of freedom: runs - 1
     reads: dict[str, int]  # reading (intervals.classify) -> runs that read the pair so
+    # The runs' pooled log speedup and its standard error (NaN in a file without them).
+    mean_log: float = math.nan
+    mean_se_log: float = math.nan
 
 
 FEWEST_RUNS = 3  # two runs give one degree of freedom: too few to estimate a variance
@@ -128,13 +144,15 @@ def estimate(
         run_sd = between_run_sd(group["log_ratio"], group["se_log"])
         within = math.sqrt(float((group["se_log"] ** 2).mean()))
         ratios = np.exp(group["log_ratio"])
+        pooled = pooled_runs(group["log_ratio"], group["se_log"], run_sd)
         reads = readings(group, run_sd, threshold, confidence)
         rows.append(
             (run, candidate, baseline, len(group), run_sd, within)
             + (float(ratios.min()), float(ratios.max()))
+            + pooled
             + tuple(reads.values())
         )
-    return pd.DataFrame(rows, columns=[*COLUMNS, *READS])
+    return pd.DataFrame(rows, columns=[*COLUMNS, *POOLED, *READS])
 
 
 def merged(path: Path, spread: pd.DataFrame) -> pd.DataFrame:
@@ -160,14 +178,19 @@ def _read_frame(path: Path) -> pd.DataFrame:
 
 
 def read(path: str | Path) -> dict[str, dict[tuple[str, str], PairSpread]]:
-    """run -> (candidate, baseline) -> PairSpread (reads empty in a file without them)."""
+    """run -> (candidate, baseline) -> PairSpread (reads empty, the pooled speedup NaN in a
+    file without them)."""
     frame = _read_frame(Path(path))
     has_reads = all(column in frame for column in READS)
+    for column in POOLED:
+        if column not in frame:
+            frame[column] = math.nan
     spread: dict = {}
     for row in frame.to_dict("records"):
         counted = has_reads and not any(pd.isna(row[c]) for c in READS)
         reads = {READS[c]: int(row[c]) for c in READS} if counted else {}
+        pooled = (float(row[column]) for column in POOLED)
         spread.setdefault(row["run"], {})[(row["candidate"], row["baseline"])] = PairSpread(
-            float(row["run_sd_log"]), float(row["runs"] - 1), reads
+            float(row["run_sd_log"]), float(row["runs"] - 1), reads, *pooled
         )
     return spread

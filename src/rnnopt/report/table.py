@@ -25,6 +25,7 @@ COMPARISON_COLUMNS = (
     *("speedup", "low", "high", "processes", "se_log", "welch_df", "run_sd_log"),
     *("speed", "memory_ratio", "verdict", "category"),
     *("reference_runs", "reference_agree", "reference_readings"),
+    *("reference_speedup", "reference_low", "reference_high", "reference_agrees"),
 )
 
 
@@ -106,8 +107,8 @@ def rerun_note(comparison: Comparison, outcome: Outcome, pairs: dict, threshold:
     parts = []
     for label, one in outcome.by_shape.items() or [("", outcome)]:
         found = reference_reads(one, pairs, threshold)
-        if found is None:
-            continue
+        if found is None or one.speedup.judged is not one.speedup:
+            continue  # a verdict read over the reference runs does not move with this run's
         reading, reads = found
         others = [what for what, n in reads.items() if n and what != reading]
         shaped = per_shape(outcome, one) if label else outcome
@@ -120,6 +121,30 @@ def rerun_note(comparison: Comparison, outcome: Outcome, pairs: dict, threshold:
         return ""
     read = "; ".join(parts)
     return f" (a rerun may read otherwise: this host's reference runs read the speedup {read})"
+
+
+def differs_note(outcome: Outcome) -> str:
+    """Where this run's speedup lies outside what the host's reference runs predict for a
+    run (intervals.with_reference): the verdict is this run's own, and says so. Something
+    changed since those runs (code, libraries, the host), or this run met a rare shift."""
+    if outcome.unverified:
+        return ""
+    parts = []
+    for label, one in outcome.by_shape.items() or [("", outcome)]:
+        s = one.speedup
+        if s is None or s.agrees is not False or s.reference is None:
+            continue
+        r = s.reference
+        pooled = f"{r.median:.3f}x ({r.low:.3f}-{r.high:.3f})"
+        parts.append(f"at {label}: " * bool(label) + f"{s} against {pooled}")
+    if not parts:
+        return ""
+    shapes = outcome.by_shape.values() or [outcome]
+    runs = max(o.speedup.reference_runs for o in shapes if o.speedup is not None)
+    return (
+        f" (this run differs from this host's {runs} reference runs, "
+        f"{'; '.join(parts)}: judged on its own)"
+    )
 
 
 def _cells(
@@ -140,6 +165,7 @@ def _cells(
         "peak memory": memory,
         "loss": loss,
         "verdict": verdict(comparison, outcome, threshold)
+        + differs_note(outcome)
         + rerun_note(comparison, outcome, pairs, threshold),
     }
 
@@ -171,6 +197,7 @@ def _numbers(outcome: Outcome, pairs: dict, threshold: float) -> dict:
     has = s is not None and s.has_interval
     found = reference_reads(outcome, pairs, threshold)
     reading, reads = found if found is not None else (None, {})
+    pooled = s.reference if s is not None else None
     return {
         "speedup": s.median if s is not None else None,
         "low": s.low if has else None,
@@ -184,6 +211,10 @@ def _numbers(outcome: Outcome, pairs: dict, threshold: float) -> dict:
         "reference_runs": sum(reads.values()) if reads else None,
         "reference_agree": reads.get(reading, 0) if reads else None,
         "reference_readings": sum(1 for n in reads.values() if n) if reads else None,
+        "reference_speedup": pooled.median if pooled is not None else None,
+        "reference_low": pooled.low if pooled is not None else None,
+        "reference_high": pooled.high if pooled is not None else None,
+        "reference_agrees": s.agrees if pooled is not None else None,
     }
 
 
@@ -204,7 +235,10 @@ def comparison_numbers(
     memray peaks are deterministic), verdict and its category (verdicts.CATEGORIES), and for a
     speedup of one pair with reads in the host's rerun spread, reference_runs (how many runs
     read it), reference_agree (how many read it as this run does: reference_reads) and
-    reference_readings (how many different readings they gave: 1 where they agreed)."""
+    reference_readings (how many different readings they gave: 1 where they agreed); where
+    the spread holds the reference runs' pooled speedup, reference_speedup, reference_low and
+    reference_high (its interval) and reference_agrees (whether this run agrees with it: the
+    verdict then reads it; intervals.with_reference)."""
     rows = []
     for comparison, run, outcome in outcomes(metrics, comparisons, confidence, spread):
         described = {
@@ -240,6 +274,10 @@ def comparison_numbers(
             "reference_runs": "Int64",
             "reference_agree": "Int64",
             "reference_readings": "Int64",
+            "reference_speedup": float,
+            "reference_low": float,
+            "reference_high": float,
+            "reference_agrees": "boolean",
         }
     )
 

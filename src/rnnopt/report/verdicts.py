@@ -72,23 +72,27 @@ SPEED_READINGS: dict[str, bool | str] = {
 
 
 def speed(o: Outcome, threshold: float = THRESHOLD) -> Check:
+    """The speed criterion: the interval the verdict reads (Interval.judged: the host's
+    reference runs pooled where this run agrees with them, this run's own otherwise)."""
     s = o.speedup
     if s is None:
         return None, "speed not measured"
-    found = intervals.classify(s, threshold)
+    judged = s.judged
+    found = intervals.classify(judged, threshold)
     if found is None:
         return None, f"{s}: {ONE_PROCESS}"
-    if s.spell_could_make(found):
+    if judged.spell_could_make(found):
         slowed = sum(s.spell_slowed)
         return INCONCLUSIVE, (
             f"{s}: rests on {slowed} process{'es' if slowed > 1 else ''} that a slow spell of "
             f"the host slowed, which could have made it {found}"
         )
+    shown = s.shown()
     details = {
-        intervals.FASTER: f"{s} faster",
-        intervals.SLOWER: f"slower ({s})",
-        intervals.SAME: f"no meaningful difference ({s}: within {threshold:.0%})",
-        intervals.INCONCLUSIVE: f"{s}: the interval crosses the {threshold:.0%} threshold",
+        intervals.FASTER: f"faster: {shown}" if judged is not s else f"{s} faster",
+        intervals.SLOWER: f"slower ({shown})",
+        intervals.SAME: f"no meaningful difference ({shown}: within {threshold:.0%})",
+        intervals.INCONCLUSIVE: f"{shown}: the interval crosses the {threshold:.0%} threshold",
     }
     return SPEED_READINGS[found], details[found]
 
@@ -192,7 +196,21 @@ def single_verdict(
     if undecided:
         return "inconclusive: " + "; ".join(undecided)
     unjudged = [detail for passed, detail in checks if passed is None]
-    return "supported" + (f" ({'; '.join(unjudged)})" if unjudged else "")
+    # A speed that held over the host's reference runs says so: this run's own interval,
+    # shown beside the verdict, may cross the threshold.
+    pooled = [
+        detail
+        for name, (passed, detail) in zip(comparison.criteria, checks, strict=True)
+        if name == "speed" and passed is True and _read_reference(outcome)
+    ]
+    notes = pooled + unjudged
+    return "supported" + (f" ({'; '.join(notes)})" if notes else "")
+
+
+def _read_reference(outcome: Outcome) -> bool:
+    """Whether the speed verdict read the host's reference runs (Interval.judged)."""
+    s = outcome.speedup
+    return s is not None and s.judged is not s
 
 
 def reading_matters(
@@ -248,7 +266,7 @@ def verdict(comparison: Comparison, outcome: Outcome, threshold: float = THRESHO
         for category in ("supported", "not supported", "inconclusive")
     }
     holds, fails, undecided = by_category.values()
-    speed = {s: str(o.speedup) for s, o in outcome.by_shape.items() if o.speedup is not None}
+    speed = {s: o.speedup.shown() for s, o in outcome.by_shape.items() if o.speedup is not None}
     held = "; ".join(f"{s} ({speed.get(s, _detail(v))})" for s, v in holds.items())
     failed = "; ".join(f"{s} ({_detail(v)})" for s, v in fails.items())
     open_ = "; ".join(f"{s} ({speed.get(s, _detail(v))})" for s, v in undecided.items())
