@@ -95,9 +95,13 @@ class Interval:
         return min(self.processes)
 
     def __str__(self) -> str:
+        return self.text()
+
+    def text(self, digits: int = 2) -> str:
+        """'1.09x (1.06-1.12)' at `digits` decimals; the estimate alone without an interval."""
         if not self.has_interval:
-            return f"{self.median:.2f}x"
-        return f"{self.median:.2f}x ({self.low:.2f}-{self.high:.2f})"
+            return f"{self.median:.{digits}f}x"
+        return f"{self.median:.{digits}f}x ({self.low:.{digits}f}-{self.high:.{digits}f})"
 
     def shown(self) -> str:
         """What a verdict names: this run's interval, and the reference runs' where the
@@ -105,10 +109,9 @@ class Interval:
         bound of 1.052 would print as the threshold itself)."""
         if self.judged is self:
             return str(self)
-        r = self.reference
         return (
-            f"{r.median:.3f}x ({r.low:.3f}-{r.high:.3f}) over this host's "
-            f"{self.reference_runs} reference runs, this run {self}"
+            f"{self.reference.text(3)} over this host's {self.reference_runs} reference runs, "
+            f"this run {self}"
         )
 
 

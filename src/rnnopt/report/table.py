@@ -134,9 +134,7 @@ def differs_note(outcome: Outcome) -> str:
         s = one.speedup
         if s is None or s.agrees is not False or s.reference is None:
             continue
-        r = s.reference
-        pooled = f"{r.median:.3f}x ({r.low:.3f}-{r.high:.3f})"
-        parts.append(f"at {label}: " * bool(label) + f"{s} against {pooled}")
+        parts.append(f"at {label}: " * bool(label) + f"{s} against {s.reference.text(3)}")
     if not parts:
         return ""
     shapes = outcome.by_shape.values() or [outcome]
