@@ -43,3 +43,26 @@ def test_help_shows_defaults(command, says, capsys):
     with pytest.raises(SystemExit):
         build_parser().parse_args([command, "--help"])
     assert says in " ".join(capsys.readouterr().out.split())
+
+
+def test_a_reader_that_closes_the_pipe_gets_no_traceback():
+    """`rnnopt compare A B | head -1`: head exits after one line; the rest of the output
+    meets a closed pipe, which ends the command quietly (exit 1), as a Unix filter does."""
+    import os
+    import subprocess
+    import sys
+
+    read_end, write_end = os.pipe()
+    os.close(read_end)  # the reader is gone before the command writes a byte
+    try:
+        done = subprocess.run(
+            [sys.executable, "-m", "rnnopt", "env"],
+            stdout=write_end,
+            stderr=subprocess.PIPE,
+            text=True,
+            check=False,
+        )
+    finally:
+        os.close(write_end)
+    assert done.returncode == 1
+    assert "Traceback" not in done.stderr and "BrokenPipeError" not in done.stderr

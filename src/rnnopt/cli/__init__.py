@@ -63,10 +63,17 @@ def main(argv: list[str] | None = None) -> int:
         check_output_folder(getattr(args, "out", None))
         if args.isolate:
             raise UserError(f"--isolate: not for {args.command} (only {', '.join(ISOLABLE)})")
-        return args.func(args) or 0
+        status = args.func(args) or 0
+        sys.stdout.flush()  # a closed pipe raises here, inside the handler below
+        return status
     except UserError as error:
         print(f"rnnopt {args.command}: error: {error}", file=sys.stderr)
         return 2
+    except BrokenPipeError:
+        # The reader closed the pipe (`rnnopt compare A B | head -1`): stop as a Unix filter
+        # does, without a traceback, and without another at exit, when Python flushes stdout.
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 1
 
 
 def check_output_folder(out: str | None) -> None:
