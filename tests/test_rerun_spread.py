@@ -382,3 +382,57 @@ def test_a_run_that_differs_from_the_reference_runs_is_judged_on_its_own(tmp_pat
     pooled = f"{row['reference_speedup']:.3f}x ({row['reference_low']:.3f}-"
     assert f"(this run differs from this host's 4 reference runs, {row['speed']} against " in cell
     assert pooled in cell and ": judged on its own)" in cell
+
+
+PERSISTENT_MS = (4.85, 5.05, 4.9, 5.0, 4.95)  # nn.LSTM at 5.0: 1.03x down to 0.99x
+
+
+def test_the_persistent_targets_read_the_reference_runs_too(tmp_path, capsys):
+    """The persistent rung on its 1.0x target at one thread (1.03x, 0.99x, 1.02x, 1.00x,
+    1.01x in five runs): alone, the runs read the target met or inconclusive by turns. The
+    spread file measures the persistent section's pairs too, and with it every run judges the
+    target over the five runs' pooled speedup, which each agrees with: one verdict."""
+    from rnnopt.report.experiments import persistent
+
+    folders = []
+    for i, ms in enumerate(PERSISTENT_MS):
+        root = tmp_path / f"results-{i}"
+        write_profile(root, "numpy-lstm-persistent", ms)
+        write_profile(root, "torch-lstm-nn", 5.0)
+        folders.append(root / RUN)
+    _, _, out = spread_of(tmp_path, capsys, folders)
+    candidates = pd.read_csv(out)["candidate"]
+    assert candidates.str.startswith("numpy-lstm-persistent float32 cpu b16-t20").any()
+    alone, pooled = [], []
+    for folder in folders:
+        metrics = load_run(folder)
+        alone.append(persistent.numbers(metrics)["target_verdict"].iloc[0])
+        row = persistent.numbers(metrics, read(out)).iloc[0]
+        assert bool(row["reference_agrees"]) and row["reference_runs"] == 5
+        pooled.append(row["target_verdict"])
+        shown = persistent.table(metrics, read(out))["target"].iloc[0]
+        assert "over this host's 5 reference runs: " in shown
+    assert len(set(alone)) > 1 and len(set(pooled)) == 1
+    # a later run at 1.25x lies outside what the five predict: judged on its own, and says so
+    later = tmp_path / "results-later"
+    write_profile(later, "numpy-lstm-persistent", 4.0)
+    write_profile(later, "torch-lstm-nn", 5.0)
+    row = persistent.numbers(load_run(later / RUN), read(out)).iloc[0]
+    assert not row["reference_agrees"] and row["target_verdict"] == "met"
+    shown = persistent.table(load_run(later / RUN), read(out))["target"].iloc[0]
+    assert shown.startswith("1.00x: met (this run differs from this host's 5 reference runs, ")
+
+
+def test_a_pair_at_another_phase_than_the_step_is_keyed_by_it():
+    """The persistent section judges forward and step of the same two jobs: one spread each."""
+    from rnnopt.report.outcomes import pair_keys
+
+    jobs = {"variant_c": "numpy-lstm-persistent", "variant_b": "torch-lstm-nn", "dtype": "float32"}
+    shape = {"device": "cpu", "batch": 16, "seq_len": 20, "input_size": 32, "hidden_size": 64}
+    matched = pd.DataFrame([jobs | shape | {"threads": 2, "phase": p} for p in ("step", "forward")])
+    step, forward = pair_keys(matched)
+    assert step == (
+        "numpy-lstm-persistent float32 cpu b16-t20-i32-h64 threads2",
+        "torch-lstm-nn float32 cpu b16-t20-i32-h64 threads2",
+    )
+    assert forward == (f"{step[0]} forward", f"{step[1]} forward")

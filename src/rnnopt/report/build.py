@@ -279,7 +279,7 @@ def build(
         "batching": batching.table(metrics, series),
         "scan": scan.table(metrics),
         "scan_training": scan.training_table(metrics),
-        "persistent": persistent.table(metrics),
+        "persistent": persistent.table(metrics, spread),
     }
     tables["cache_gc_precision"] = memory.table(metrics)
     tables.update(memory.point_tables(metrics))
@@ -288,7 +288,7 @@ def build(
             metrics, threshold=threshold, confidence=confidence, spread=spread
         ),
         "variants": table.variants_numbers(metrics),
-        "persistent": persistent.numbers(metrics),
+        "persistent": persistent.numbers(metrics, spread),
     }
     paths = {}
     for name, frame in tables.items():

@@ -113,9 +113,16 @@ def side_jobs(matched: pd.DataFrame, suffix: str) -> list[tuple]:
 
 def pair_keys(matched: pd.DataFrame) -> list[tuple[str, str]]:
     """(candidate job, baseline job) of each matched pair, as job_text: what a between-run
-    spread is measured and looked up by."""
+    spread is measured and looked up by. A pair at a phase other than the step (the
+    persistent section's forward) names it after each job: `... threads2 forward`."""
     sides = ([job_text(job) for job in side_jobs(matched, s)] for s in ("_c", "_b"))
-    return list(zip(*sides, strict=True))
+    keys = list(zip(*sides, strict=True))
+    if "phase" not in matched:
+        return keys
+    return [
+        keys_at if phase == "step" else (f"{keys_at[0]} {phase}", f"{keys_at[1]} {phase}")
+        for keys_at, phase in zip(keys, matched["phase"], strict=True)
+    ]
 
 
 def pair_intervals(

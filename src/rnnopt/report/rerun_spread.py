@@ -43,6 +43,7 @@ import pandas as pd
 from rnnopt.errors import UserError
 from rnnopt.report import intervals
 from rnnopt.report.comparisons import COMPARISONS
+from rnnopt.report.experiments import persistent
 from rnnopt.report.intervals import (
     CONFIDENCE,
     THRESHOLD,
@@ -84,15 +85,12 @@ FEWEST_RUNS = 3  # two runs give one degree of freedom: too few to estimate a va
 
 
 def run_pairs(metrics: pd.DataFrame) -> pd.DataFrame:
-    """Every timed pair of the comparison table in one run's metrics, once each: run,
+    """Every timed pair that a verdict judges (judged_pairs) in one run's metrics, once each: run,
     candidate, baseline, log_ratio, se_log and welch_df (within the run: over its
     processes), processes (of the side with fewer)."""
     rows = {}
     for run, data in run_data(metrics).items():
-        for comparison in COMPARISONS:
-            if comparison.method != "pair":
-                continue
-            matched = preferred(pairs(data.profile, comparison.candidate, comparison.baseline))
+        for matched in judged_pairs(data.profile):
             if matched.empty or "process_times_c" not in matched:
                 continue
             intervals = pair_intervals(matched)
@@ -110,6 +108,18 @@ def run_pairs(metrics: pd.DataFrame) -> pd.DataFrame:
     # numbers even when empty (a run whose every pair a spell slowed): concatenated with the
     # other runs', an empty frame's object columns would make theirs objects too
     return frame.astype({"log_ratio": float, "se_log": float, "welch_df": float})
+
+
+def judged_pairs(profile: pd.DataFrame):
+    """The matched profile jobs of one run whose speedups a verdict judges: each pair
+    comparison of the comparison table at its anchor, and the persistent section's rung
+    against nn.LSTM at each thread count, forward and step (its targets)."""
+    for comparison in COMPARISONS:
+        if comparison.method == "pair":
+            yield preferred(pairs(profile, comparison.candidate, comparison.baseline))
+    matched = pairs(profile, persistent.PERSISTENT, persistent.LIBRARY)
+    if not matched.empty:
+        yield matched[matched["phase"].isin(persistent.PHASES)]
 
 
 def readings(

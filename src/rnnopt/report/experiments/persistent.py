@@ -29,7 +29,10 @@ ABOUT = (
     "the rung's, with its 95% interval over processes, as in the comparison table. Target: "
     f"{TARGET_ONE_THREAD:.2f}x on one thread, {TARGET_ALL_CORES:.2f}x on more; met when the "
     "whole interval reaches it, not met when none of it does, inconclusive otherwise (not "
-    "judged with one process a side). W_hh per thread: the slice each thread keeps, and "
+    "judged with one process a side). Where the host's reference runs measured the pair and "
+    "this run agrees with them, the target is judged over their pooled speedup, as the "
+    "comparison table's verdicts are (docs/intervals.md, 'Verdicts from the reference "
+    "runs'). W_hh per thread: the slice each thread keeps, and "
     "whether it fits one core's L2. Split (forward): the GEMMs alone, the barrier wait "
     "(GEMMs and barriers, minus the GEMMs), the rest (rnnopt.measure.split). % of ceiling: "
     "the rung's GFLOP/s over the host's best float32 GEMM at that thread count. At the "
@@ -38,7 +41,8 @@ ABOUT = (
 )
 NUMBER_COLUMNS = (
     "run", "cell", "shape", "threads", "phase", "persistent_ms", "nn_ms", "speedup", "low",
-    "high", "processes", "target", "target_verdict", "w_hh_per_thread_bytes", "fits_l2",
+    "high", "processes", "target", "target_verdict", "reference_runs", "reference_speedup",
+    "reference_low", "reference_high", "reference_agrees", "w_hh_per_thread_bytes", "fits_l2",
     "gemm_ms", "barrier_ms", "elementwise_ms", "peak_fraction", "speedup_at_ceiling",
 )  # fmt: skip
 
@@ -62,20 +66,34 @@ def target_verdict(low: float | None, high: float | None, target: float) -> str:
     return NOT_MET if high < target else INCONCLUSIVE
 
 
-def numbers(metrics: pd.DataFrame) -> pd.DataFrame:
-    """One row per run, cell, shape, thread count and phase where both sides were timed."""
+def numbers(metrics: pd.DataFrame, spread: dict | None = None) -> pd.DataFrame:
+    """One row per run, cell, shape, thread count and phase where both sides were timed;
+    `spread`: run -> its pairs' between-run spread and pooled speedup
+    (rnnopt.report.rerun_spread.read), for the runs that have one."""
     profile = wide.records(metrics, "profile")
     matched = pairs(profile, PERSISTENT, LIBRARY) if not profile.empty else pd.DataFrame()
     if matched.empty:
         return pd.DataFrame(columns=list(NUMBER_COLUMNS))
     matched = matched[matched["phase"].isin(PHASES) & (matched["run_c"] == matched["run_b"])]
-    intervals = pair_intervals(matched)
+    if matched.empty:
+        return pd.DataFrame(columns=list(NUMBER_COLUMNS))
+    intervals = pd.concat(
+        pair_intervals(group, spread=(spread or {}).get(run, {}))
+        for run, group in matched.groupby("run_c", sort=False)
+    )
     rows = []
     for index, r in matched.iterrows():
         threads, H = int(r["threads"]), int(r["hidden_size"])
         persistent_ms = _ms(r["process_times_c"], r["time_ms.median_c"])
         nn_ms = _ms(r["process_times_b"], r["time_ms.median_b"])
         low, high = intervals.at[index, "low"], intervals.at[index, "high"]
+        agrees = intervals.at[index, "agrees"]
+        reads_reference = not pd.isna(agrees) and bool(agrees)
+        judged = (
+            (intervals.at[index, "ref_low"], intervals.at[index, "ref_high"])
+            if reads_reference
+            else (low, high)
+        )
         target = target_of(threads)
         slice_bytes = 4 * H * H * 4 / threads
         l2 = number(r.get("l2_bytes_c"))
@@ -94,7 +112,12 @@ def numbers(metrics: pd.DataFrame) -> pd.DataFrame:
                 "high": high,
                 "processes": intervals.at[index, "processes"],
                 "target": target,
-                "target_verdict": target_verdict(low, high, target),
+                "target_verdict": target_verdict(*judged, target),
+                "reference_runs": intervals.at[index, "ref_runs"] or None,
+                "reference_speedup": intervals.at[index, "ref_ratio"],
+                "reference_low": intervals.at[index, "ref_low"],
+                "reference_high": intervals.at[index, "ref_high"],
+                "reference_agrees": None if pd.isna(agrees) else bool(agrees),
                 "w_hh_per_thread_bytes": slice_bytes,
                 "fits_l2": None if l2 is None else slice_bytes < l2,
                 "gemm_ms": number(r.get("split.gemm_ms_c")),
@@ -112,10 +135,25 @@ def _text(value, spec: str, suffix: str = "") -> str:
     return NONE if value is None or pd.isna(value) else f"{value:{spec}}{suffix}"
 
 
-def table(metrics: pd.DataFrame) -> pd.DataFrame:
+def _target_text(r) -> str:
+    """'1.00x: met', and where the reference runs judged it, their pooled speedup; where this
+    run differs from them, that it was judged on its own."""
+    text = f"{r['target']:.2f}x: {r['target_verdict']}"
+    if pd.isna(r["reference_speedup"]):
+        return text
+    pooled = f"{r['reference_speedup']:.3f}x ({r['reference_low']:.3f}-{r['reference_high']:.3f})"
+    runs, agrees = int(r["reference_runs"]), r["reference_agrees"]
+    if pd.isna(agrees):  # no interval of its own to agree by
+        return text
+    if agrees:
+        return f"{text} (over this host's {runs} reference runs: {pooled})"
+    return f"{text} (this run differs from this host's {runs} reference runs, {pooled})"
+
+
+def table(metrics: pd.DataFrame, spread: dict | None = None) -> pd.DataFrame:
     """numbers() as the page shows them."""
     rows = []
-    for _, r in numbers(metrics).iterrows():
+    for _, r in numbers(metrics, spread).iterrows():
         speedup = _text(r["speedup"], ".2f", "x")
         if not pd.isna(r["low"]):
             speedup += f" ({r['low']:.2f}-{r['high']:.2f})"
@@ -134,7 +172,7 @@ def table(metrics: pd.DataFrame) -> pd.DataFrame:
                 "persistent ms": f"{r['persistent_ms']:.3g}",
                 "nn.LSTM ms": f"{r['nn_ms']:.3g}",
                 "speedup": speedup,
-                "target": f"{r['target']:.2f}x: {r['target_verdict']}",
+                "target": _target_text(r),
                 "W_hh per thread": f"{format_bytes(r['w_hh_per_thread_bytes'])} ({fits})",
                 "GEMM / barrier / rest ms": split,
                 "% of ceiling": _text(r["peak_fraction"], ".0%"),
