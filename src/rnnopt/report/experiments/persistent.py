@@ -11,7 +11,7 @@ import pandas as pd
 from rnnopt.report import wide
 from rnnopt.report.comparisons import Side
 from rnnopt.report.experiments.rows import format_bytes, number
-from rnnopt.report.intervals import geometric_mean
+from rnnopt.report.intervals import Interval, geometric_mean
 from rnnopt.report.outcomes import pair_intervals, pairs
 from rnnopt.report.wide import NONE
 
@@ -141,7 +141,7 @@ def _target_text(r) -> str:
     text = f"{r['target']:.2f}x: {r['target_verdict']}"
     if pd.isna(r["reference_speedup"]):
         return text
-    pooled = f"{r['reference_speedup']:.3f}x ({r['reference_low']:.3f}-{r['reference_high']:.3f})"
+    pooled = Interval(r["reference_speedup"], r["reference_low"], r["reference_high"]).text(3)
     runs, agrees = int(r["reference_runs"]), r["reference_agrees"]
     if pd.isna(agrees):  # no interval of its own to agree by
         return text
