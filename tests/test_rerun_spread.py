@@ -23,12 +23,13 @@ PAIR = (
 FUSED_MS = (4.0, 4.2, 3.9, 4.15)  # the fused rung shifts from run to run; batched stays
 
 
-def runs(tmp_path, fused=FUSED_MS):
+def runs(tmp_path, fused=FUSED_MS, candidate="numpy-lstm-fused", baseline="numpy-lstm-batched"):
+    """One result set a run: the candidate at each of `fused`'s times, the baseline at 5 ms."""
     folders = []
     for i, fused_ms in enumerate(fused):
         root = tmp_path / f"results-{i}"
-        write_profile(root, "numpy-lstm-fused", fused_ms)
-        write_profile(root, "numpy-lstm-batched", 5.0)
+        write_profile(root, candidate, fused_ms)
+        write_profile(root, baseline, 5.0)
         folders.append(root / RUN)
     return folders
 
@@ -394,12 +395,7 @@ def test_the_persistent_targets_read_the_reference_runs_too(tmp_path, capsys):
     target over the five runs' pooled speedup, which each agrees with: one verdict."""
     from rnnopt.report.experiments import persistent
 
-    folders = []
-    for i, ms in enumerate(PERSISTENT_MS):
-        root = tmp_path / f"results-{i}"
-        write_profile(root, "numpy-lstm-persistent", ms)
-        write_profile(root, "torch-lstm-nn", 5.0)
-        folders.append(root / RUN)
+    folders = runs(tmp_path, PERSISTENT_MS, "numpy-lstm-persistent", "torch-lstm-nn")
     _, _, out = spread_of(tmp_path, capsys, folders)
     candidates = pd.read_csv(out)["candidate"]
     assert candidates.str.startswith("numpy-lstm-persistent float32 cpu b16-t20").any()
