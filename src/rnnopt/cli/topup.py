@@ -254,7 +254,7 @@ def plan(run: Run, row, settings: dict, costs: Costs, spent: dict, has_device) -
     if not jobs:
         return f"its jobs have {most} processes (the cap)"
     rule = (settings["threshold"], settings["confidence"])
-    if row.speedup.judged is not row.speedup:
+    if row.speedup.reads_reference:
         return (
             f"it is read over this host's {row.speedup.reference_runs} reference runs "
             "(--rerun-spread), which this run's processes barely move"

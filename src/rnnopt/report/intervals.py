@@ -70,7 +70,12 @@ class Interval:
     def judged(self) -> Interval:
         """The interval the verdict reads: the reference runs' pooled one where this run
         agrees with it, this run's otherwise."""
-        return self.reference if self.agrees and self.reference is not None else self
+        return self.reference if self.reads_reference else self
+
+    @property
+    def reads_reference(self) -> bool:
+        """Whether the verdict reads the reference runs' pooled interval (this run agrees)."""
+        return bool(self.agrees) and self.reference is not None
 
     @property
     def has_interval(self) -> bool:
@@ -107,7 +112,7 @@ class Interval:
         """What a verdict names: this run's interval, and the reference runs' where the
         verdict reads theirs (three decimals: pooled intervals are narrow, and at two a low
         bound of 1.052 would print as the threshold itself)."""
-        if self.judged is self:
+        if not self.reads_reference:
             return str(self)
         return (
             f"{self.reference.text(3)} over this host's {self.reference_runs} reference runs, "

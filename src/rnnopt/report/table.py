@@ -107,7 +107,7 @@ def rerun_note(comparison: Comparison, outcome: Outcome, pairs: dict, threshold:
     parts = []
     for label, one in outcome.by_shape.items() or [("", outcome)]:
         found = reference_reads(one, pairs, threshold)
-        if found is None or one.speedup.judged is not one.speedup:
+        if found is None or one.speedup.reads_reference:
             continue  # a verdict read over the reference runs does not move with this run's
         reading, reads = found
         others = [what for what, n in reads.items() if n and what != reading]

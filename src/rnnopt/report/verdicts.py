@@ -89,7 +89,7 @@ def speed(o: Outcome, threshold: float = THRESHOLD) -> Check:
         )
     shown = s.shown()
     details = {
-        intervals.FASTER: f"faster: {shown}" if judged is not s else f"{s} faster",
+        intervals.FASTER: f"faster: {shown}" if s.reads_reference else f"{s} faster",
         intervals.SLOWER: f"slower ({shown})",
         intervals.SAME: f"no meaningful difference ({shown}: within {threshold:.0%})",
         intervals.INCONCLUSIVE: f"{shown}: the interval crosses the {threshold:.0%} threshold",
@@ -201,16 +201,10 @@ def single_verdict(
     pooled = [
         detail
         for name, (passed, detail) in zip(comparison.criteria, checks, strict=True)
-        if name == "speed" and passed is True and _read_reference(outcome)
+        if name == "speed" and passed is True and outcome.speedup.reads_reference
     ]
     notes = pooled + unjudged
     return "supported" + (f" ({'; '.join(notes)})" if notes else "")
-
-
-def _read_reference(outcome: Outcome) -> bool:
-    """Whether the speed verdict read the host's reference runs (Interval.judged)."""
-    s = outcome.speedup
-    return s is not None and s.judged is not s
 
 
 def reading_matters(

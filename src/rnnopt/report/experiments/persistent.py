@@ -12,7 +12,7 @@ from rnnopt.report import wide
 from rnnopt.report.comparisons import Side
 from rnnopt.report.experiments.rows import format_bytes, number
 from rnnopt.report.intervals import Interval, geometric_mean
-from rnnopt.report.outcomes import pair_intervals, pairs
+from rnnopt.report.outcomes import pairs, speedup
 from rnnopt.report.wide import NONE
 
 PERSISTENT = Side("numpy-*-persistent", "float32", "cpu")
@@ -75,25 +75,15 @@ def numbers(metrics: pd.DataFrame, spread: dict | None = None) -> pd.DataFrame:
     if matched.empty:
         return pd.DataFrame(columns=list(NUMBER_COLUMNS))
     matched = matched[matched["phase"].isin(PHASES) & (matched["run_c"] == matched["run_b"])]
-    if matched.empty:
-        return pd.DataFrame(columns=list(NUMBER_COLUMNS))
-    intervals = pd.concat(
-        pair_intervals(group, spread=(spread or {}).get(run, {}))
-        for run, group in matched.groupby("run_c", sort=False)
-    )
     rows = []
     for index, r in matched.iterrows():
         threads, H = int(r["threads"]), int(r["hidden_size"])
         persistent_ms = _ms(r["process_times_c"], r["time_ms.median_c"])
         nn_ms = _ms(r["process_times_b"], r["time_ms.median_b"])
-        low, high = intervals.at[index, "low"], intervals.at[index, "high"]
-        agrees = intervals.at[index, "agrees"]
-        reads_reference = not pd.isna(agrees) and bool(agrees)
-        judged = (
-            (intervals.at[index, "ref_low"], intervals.at[index, "ref_high"])
-            if reads_reference
-            else (low, high)
-        )
+        # this pair's speedup, with the reference runs' pooled one where the spread has it
+        s = speedup(matched.loc[[index]], spread=(spread or {}).get(r["run_c"], {}))
+        s = s or Interval(math.nan, processes=(0, 0))
+        pooled = s.reference or Interval(math.nan)
         target = target_of(threads)
         slice_bytes = 4 * H * H * 4 / threads
         l2 = number(r.get("l2_bytes_c"))
@@ -107,17 +97,17 @@ def numbers(metrics: pd.DataFrame, spread: dict | None = None) -> pd.DataFrame:
                 "phase": r["phase"],
                 "persistent_ms": persistent_ms,
                 "nn_ms": nn_ms,
-                "speedup": intervals.at[index, "ratio"],
-                "low": low,
-                "high": high,
-                "processes": intervals.at[index, "processes"],
+                "speedup": s.median,
+                "low": s.low,
+                "high": s.high,
+                "processes": s.n,
                 "target": target,
-                "target_verdict": target_verdict(*judged, target),
-                "reference_runs": intervals.at[index, "ref_runs"] or None,
-                "reference_speedup": intervals.at[index, "ref_ratio"],
-                "reference_low": intervals.at[index, "ref_low"],
-                "reference_high": intervals.at[index, "ref_high"],
-                "reference_agrees": None if pd.isna(agrees) else bool(agrees),
+                "target_verdict": target_verdict(s.judged.low, s.judged.high, target),
+                "reference_runs": s.reference_runs or None,
+                "reference_speedup": pooled.median,
+                "reference_low": pooled.low,
+                "reference_high": pooled.high,
+                "reference_agrees": s.agrees,
                 "w_hh_per_thread_bytes": slice_bytes,
                 "fits_l2": None if l2 is None else slice_bytes < l2,
                 "gemm_ms": number(r.get("split.gemm_ms_c")),
