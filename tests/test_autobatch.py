@@ -10,7 +10,7 @@ import pytest
 from rnnopt.cli import main
 from rnnopt.errors import UserError
 from rnnopt.experiments import autobatch
-from rnnopt.experiments.autobatch import NothingFits, Point, linear_fit, search
+from rnnopt.experiments.autobatch import NothingFits, Point, Timing, linear_fit, search
 from rnnopt.records import read_record
 
 INTERCEPT_MIB, SLOPE_MIB = 2.0, 0.5  # peak(B) = 2 + 0.5 B MiB
@@ -120,6 +120,68 @@ def test_summary_and_series_describe_every_point():
     assert rows["fits"] == [p.peak_mib <= 20.0 for p in result.points]
 
 
+def test_confirmation_rounds_overrule_one_slow_timing():
+    """A slow spell on the largest fitting batch's one timing made the search pick another
+    (run AM: B=108 at 251,617 tokens/s, B=64 289,623, B=109 318,343); the interleaved rounds
+    time both again and pick the faster, and the record keeps every round."""
+
+    def spelled(batch):  # B=36's one timing at half its rate
+        point = synthetic(batch)
+        slowed = 0.5 if batch == 36 else 1.0
+        return Point(batch, slowed * point.tokens_per_s, point.peak_mib)
+
+    result = search(spelled, budget_mib=20.0, max_batch=512)
+    assert result.pick.batch == 32 and result.max_fitting_batch == 36
+    timed: list[int] = []
+
+    def again(batch):
+        timed.append(batch)
+        return Timing(batch, synthetic(batch).tokens_per_s, 1.0)
+
+    autobatch.confirm(result, again, rounds=3)
+    assert timed == [32, 36, 36, 32, 32, 36]  # interleaved, the order alternating
+    assert result.pick.batch == 36
+    assert result.pick.tokens_per_s == pytest.approx(synthetic(36).tokens_per_s)
+    assert result.pick.peak_mib == synthetic(36).peak_mib
+    assert autobatch.summary(result)["confirm_rounds"] == 3
+    rows = autobatch.series(result)
+    assert rows["confirm_batch"] == timed
+    assert rows["confirm_tokens_per_s"] == [synthetic(b).tokens_per_s for b in timed]
+    assert rows["confirm_probe_ms"] == [1.0] * 6
+
+
+def test_rounds_in_a_slow_spell_are_replaced_and_left_out():
+    """A round whose probe reads 1.5x the median (a slow spell: spells.SLOW_PROBE 1.25) does
+    not count: another round replaces it, and the pick ignores it however it timed."""
+    result = search(synthetic, budget_mib=20.0, max_batch=512)
+    probes = iter([1.0, 1.0, 1.5, 1.0, 1.0, 1.0, 1.0, 1.0])
+
+    def again(batch):  # B=36 the faster, but in the spelled round B=32 times 100x faster
+        spelled = next(probes)
+        rate = synthetic(batch).tokens_per_s * (100.0 if spelled > 1 and batch == 32 else 1.0)
+        return Timing(batch, rate, spelled)
+
+    autobatch.confirm(result, again, rounds=3)
+    assert len(result.rounds) == 8  # three rounds, one in a spell: a fourth replaces it
+    assert autobatch.clean_rounds(result.rounds) == [True, False, True, True]
+    assert result.pick.batch == 36
+    assert autobatch.summary(result)["confirm_clean_rounds"] == 3
+    # at most `rounds` more, however many spells
+    spelled_all = search(synthetic, budget_mib=20.0, max_batch=512)
+    probes = iter([1.0, 2.0] * 20)
+    autobatch.confirm(spelled_all, lambda b: Timing(b, 1.0, next(probes)), rounds=3)
+    assert len(spelled_all.rounds) == 12 and not any(autobatch.clean_rounds(spelled_all.rounds))
+    assert autobatch.kept_timings(spelled_all.rounds) == spelled_all.rounds
+
+
+def test_nothing_to_confirm_with_one_fitting_point():
+    result = search(lambda b: Point(b, 1.0, float(b)), budget_mib=1.5, max_batch=8)
+    assert [p.batch for p in result.points if p.fits(1.5)] == [1]
+    autobatch.confirm(result, lambda batch: pytest.fail("timed"), rounds=3)
+    assert result.pick.batch == 1 and result.rounds == []
+    assert "confirm_batch" not in autobatch.series(result)
+
+
 TINY = ["--variant", "numpy-lstm-fused", "--dtype", "float64", "--seq-len", "3",
         "--input-size", "2", "--hidden-size", "4", "--threads", "1", "--min-time-s", "0.01",
         "--min-calls", "3"]  # fmt: skip
@@ -135,7 +197,21 @@ def test_autobatch_command_writes_a_record(tmp_path, monkeypatch):
     monkeypatch.setattr(protocol, "step_peak", fake_peak)  # the Measurer's instrument
     out = tmp_path / "autobatch.json"
     assert (
-        main(["autobatch", *TINY, "--budget-mib", "5", "--max-batch", "64", "--out", str(out)]) == 0
+        main(
+            [
+                "autobatch",
+                *TINY,
+                "--budget-mib",
+                "5",
+                "--max-batch",
+                "64",
+                "--out",
+                str(out),
+                "--confirm-rounds",
+                "2",
+            ]
+        )
+        == 0  # fmt: skip
     )
     record = read_record(out)
     assert record["kind"] == "autobatch" and record["status"] == "ok"
@@ -146,6 +222,10 @@ def test_autobatch_command_writes_a_record(tmp_path, monkeypatch):
     assert record["series"]["batch"][:5] == [1, 2, 4, 8, 16]
     assert all(t > 0 for t in record["series"]["tokens_per_s"])
     assert record["shape"]["batch"] == metrics["pick_batch"]
+    # two rounds of the largest fitting batch and the fastest other, interleaved
+    confirmed = record["series"]["confirm_batch"]
+    assert len(confirmed) == 4 and confirmed.count(16) == 2 and len(set(confirmed)) == 2
+    assert metrics["pick_batch"] in confirmed and metrics["confirm_rounds"] == 2
 
 
 def test_autobatch_command_budget_too_small(tmp_path, monkeypatch, capsys):

@@ -6,7 +6,7 @@ from __future__ import annotations
 import matplotlib.image
 
 from rnnopt.experiments import autobatch
-from rnnopt.experiments.autobatch import Point
+from rnnopt.experiments.autobatch import Point, Timing
 from rnnopt.measure.host import fingerprint
 from rnnopt.records import make_record, write_record
 from rnnopt.report.aggregate import collect
@@ -16,12 +16,18 @@ ENV = fingerprint()
 SHAPE = {"batch": 8, "seq_len": 4, "input_size": 2, "hidden_size": 3}
 
 
-def autobatch_record(measure, budget_mib=20.0, max_batch=256, status="ok", reason=None):
+def autobatch_record(
+    measure, budget_mib=20.0, max_batch=256, status="ok", reason=None, again=None, rounds=5
+):
+    """A record of the search over `measure`, confirmed by `again(batch) -> tokens/s` (called
+    once per round and contender) where given."""
     fields = dict(variant="numpy-lstm-fused", framework="numpy", cell="lstm", dtype="float32",
                   device="cpu", phase="step", threads=1, seed=0, config={}, env=ENV)  # fmt: skip
     if status != "ok":
         return make_record("autobatch", status=status, reason=reason, **fields)
     result = autobatch.search(measure, budget_mib, max_batch)
+    if again is not None:
+        result = autobatch.confirm(result, again, rounds)
     return make_record(
         "autobatch",
         metrics=autobatch.summary(result),
@@ -99,6 +105,59 @@ def test_autobatch_verdicts(tmp_path):
     assert verdicts(by_run["c"], LINEAR)[0].startswith("not supported: R^2")
     assert verdicts(by_run["d"], PICK)[0].startswith("not measured here: the budget never binds")
     assert "pick B=36" in by_run["a"][by_run["a"]["experiment"] == PICK]["result"].iloc[0]
+
+
+def spelled_linear(batch):  # linear's points, but B=32's one timing far ahead of B=36
+    point = linear(batch)
+    return Point(batch, 5000.0, point.peak_mib) if batch == 32 else point
+
+
+def rounds_of(rates: dict[int, list[float]], probes=None):
+    """again(batch) -> the next of that batch's given tokens/s, after the next of `probes`
+    (1 ms each without)."""
+    left = {batch: iter(values) for batch, values in rates.items()}
+    probe = iter(probes or [1.0] * 100)
+    return lambda batch: Timing(batch, next(left[batch]), next(probe))
+
+
+def test_autobatch_verdict_reads_the_confirmation_rounds(tmp_path):
+    """The search's one timing a point said B=32 beat the largest fitting B=36 (a slow spell
+    on B=36's timing, say); the rounds decide, judged by their ratio's interval."""
+    even = {32: [0.90, 0.92, 0.91, 0.89, 0.90], 36: [1.0, 1.01, 0.99, 1.0, 1.02]}
+    faster = {32: [1.20, 1.22, 1.18, 1.21, 1.19], 36: [1.0, 1.01, 0.99, 1.0, 1.02]}
+    close = {32: [1.0, 1.12, 0.98, 1.10, 1.05], 36: [1.0, 1.01, 0.99, 1.0, 1.02]}
+    frame, _, _ = table_of(
+        tmp_path,
+        {
+            f"{run}/autobatch/x/cpu-float32.json": autobatch_record(
+                spelled_linear, again=rounds_of(r)
+            )
+            for run, r in (("a", even), ("b", faster), ("c", close))
+        },
+    )
+    by_run = {run: group for run, group in frame.groupby("run")}
+    a, b, c = (verdicts(by_run[run], PICK)[0] for run in "abc")
+    # by hand, paired by round: exp(mean log(a_k / b_k) +- t(4) sd / sqrt(5))
+    assert a.startswith("supported: the largest fitting batch B=36 is (within 5%) the fastest")
+    assert "B=32 gives 0.90x (0.88-0.92) the tokens/s of the largest fitting B=36" in a
+    assert b.startswith("not supported: B=32 gives 1.20x (1.17-1.22)")
+    assert c.startswith("inconclusive: B=32 gives 1.04x (0.98-1.12)")
+    result = by_run["a"][by_run["a"]["experiment"] == PICK]["result"].iloc[0]
+    assert "pick B=36" in result and "timed again side by side over 5 rounds" in result
+    assert "pick B=32" in by_run["b"][by_run["b"]["experiment"] == PICK]["result"].iloc[0]
+
+
+def test_autobatch_verdict_leaves_out_rounds_in_a_slow_spell(tmp_path):
+    """Round 2's probes read 2x the median: the confirmation timed a sixth round in its place,
+    and the report pairs the five others alone (in the spell B=32 timed 1.5x)."""
+    rates = {32: [0.90, 1.35, 0.91, 0.89, 0.90, 0.91], 36: [1.0, 1.0, 0.99, 1.0, 1.02, 1.0]}
+    probes = [1.0, 1.0, 2.0, 2.0] + [1.0] * 8
+    record = autobatch_record(spelled_linear, again=rounds_of(rates, probes))
+    frame, _, _ = table_of(tmp_path, {"a/autobatch/x/cpu-float32.json": record})
+    verdict = verdicts(frame, PICK)[0]
+    assert verdict.startswith("supported: the largest fitting batch B=36")
+    result = frame[frame["experiment"] == PICK]["result"].iloc[0]
+    assert "over 5 rounds (1 more left out: a slow spell)" in result
 
 
 def test_budget_too_small_says_why(tmp_path):

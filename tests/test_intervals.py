@@ -18,6 +18,7 @@ from rnnopt.report.intervals import (
     change_interval,
     classify,
     geometric_mean,
+    paired_ratio_interval,
     processes_to_decide,
     ratio_interval,
     run_spread_keeps_open,
@@ -69,6 +70,37 @@ def test_estimate_is_the_ratio_of_geometric_means():
     half = 4.3027 * math.sqrt(2 * math.log(4) ** 2 / 4)
     assert interval.low == pytest.approx(2.0 * math.exp(-half), rel=1e-4)
     assert interval.high == pytest.approx(2.0 * math.exp(half), rel=1e-4)
+
+
+def test_pairs_cancel_a_drift_that_unpaired_sides_carry():
+    """Pairs timed side by side while the host slows from round to round: the ratio inside
+    each pair is steady, so the paired interval is narrow where Welch's over the two sides is
+    wide; and its coverage of the true ratio holds at its confidence."""
+    drift = [1.0, 0.9, 0.8, 0.7, 0.6]
+    other, largest = [0.91 * d for d in drift], list(drift)
+    paired = paired_ratio_interval(other, largest)
+    assert paired.median == pytest.approx(0.91)
+    assert paired.high - paired.low == pytest.approx(0.0, abs=1e-12)
+    assert paired.df == 4 and paired.processes == (5, 5)
+    unpaired = ratio_interval(other, largest)
+    assert unpaired.low < 0.8 and unpaired.high > 1.0
+    rng = np.random.default_rng(5)
+    covered = 0
+    for _ in range(400):
+        host = np.exp(rng.normal(0, 0.2, 5))  # shared by both timings of a round
+        a = 0.91 * host * np.exp(rng.normal(0, 0.03, 5))
+        b = host * np.exp(rng.normal(0, 0.03, 5))
+        interval = paired_ratio_interval(a, b)
+        covered += interval.low <= 0.91 <= interval.high
+    assert 0.92 <= covered / 400 <= 0.98
+    # by hand: logs of the ratios ln 2 and ln 8, mean ln 4, sd ln(2) sqrt(2), se ln 2,
+    # t(0.975, 1) = 12.706
+    two = paired_ratio_interval([2.0, 8.0], [1.0, 1.0])
+    half = 12.706 * math.log(2)
+    assert two.median == pytest.approx(4.0)
+    assert two.high == pytest.approx(4.0 * math.exp(half), rel=1e-3)
+    assert not paired_ratio_interval([2.0], [1.0]).has_interval
+    assert paired_ratio_interval([0.0], [1.0]) is None
 
 
 def test_one_process_a_side_has_no_interval():

@@ -16,6 +16,7 @@ rule autobatch:
         max_batch=config["autobatch"]["max_batch"],
         threads=config["autobatch"]["threads"],
         min_time_s=config["autobatch"]["min_time_s"],
+        confirm_rounds=config["autobatch"]["confirm_rounds"],
         seed=config["seed"],
         source=MEASURE_SOURCE,
     threads: all_cores
@@ -26,5 +27,6 @@ rule autobatch:
         "--device {wildcards.device} --phase {params.phase} --seq-len {params.seq_len} "
         "--input-size {params.input_size} --hidden-size {params.hidden_size} "
         "--budget-mib {params.budget_mib} --max-batch {params.max_batch} "
-        "--threads {params.threads} --min-time-s {params.min_time_s} --seed {params.seed} "
+        "--threads {params.threads} --min-time-s {params.min_time_s} "
+        "--confirm-rounds {params.confirm_rounds} --seed {params.seed} "
         "--out {output.record} > {log} 2>&1"

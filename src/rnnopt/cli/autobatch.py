@@ -1,13 +1,15 @@
 """`rnnopt autobatch`: the batch size with the highest tokens/s whose peak memory fits a budget.
 
 Searches over measured points (rnnopt.experiments.autobatch: doubling, then probes guided by
-a linear memory model and midpoints). Each point, in this process, one batch after another: tokens/s
-= B*T / median by the timing protocol (rnnopt.measure.timing.benchmark) on a runner of the
-phase, then the peak by the headline memory instrument (rnnopt.measure.heap.step_peak: memray on
-CPU, torch.cuda on a GPU; a fresh variant and runner, apart from the timing). One record: every
-point tried,
-the linear fit peak ~ a + b*B, the pick. A budget below the peak of B=1 is a record with
-status skipped and a one-line reason.
+a linear memory model and midpoints). Each point, in this process, one batch after another:
+tokens/s = B*T / the 10th-percentile call of the timing protocol (rnnopt.measure.timing) on a
+runner of the phase, then the peak by the headline memory instrument (rnnopt.measure.heap.
+step_peak: memray on CPU, torch.cuda on a GPU; a fresh variant and runner, apart from the
+timing). Then the largest fitting batch and the fastest other fitting point are timed again
+in --confirm-rounds rounds, one timing of each a round, and rounds in a slow spell of the host
+are replaced; the pick is the better of the two (rnnopt.experiments.autobatch.confirm). One
+record: every point tried, the rounds, the linear fit peak ~ a + b*B and the pick. A budget
+below the peak of B=1 is a record with status skipped and a one-line reason.
 """
 
 from __future__ import annotations
@@ -52,6 +54,13 @@ def register(subparsers) -> None:
     parser.add_argument(
         "--max-batch", type=positive_int, default=1024, metavar="B", help="largest batch tried"
     )
+    parser.add_argument(
+        "--confirm-rounds",
+        type=positive_int,
+        default=5,
+        metavar="N",
+        help="rounds of timings of the two contenders for the pick (default 5)",
+    )
     add_seed_argument(parser)
     parser.add_argument("--out", required=True, metavar="FILE.json", help="record to write")
     add_timing_arguments(parser)
@@ -70,6 +79,7 @@ def run(args) -> int:
         measurer = Measurer(args)
         fields = {"variant": measurer.variant}
         result = autobatch.search(measurer, args.budget_mib, args.max_batch)
+        result = autobatch.confirm(result, measurer.timing, args.confirm_rounds)
         if result.pick is not None:
             shape = measurer.shape(result.pick.batch).as_dict()
         else:
@@ -105,6 +115,7 @@ def run(args) -> int:
         f"{args.budget_mib:g} MiB); largest fitting B={result.max_fitting_batch}; "
         f"fit peak = {fit.get('intercept_mib', float('nan')):.3f} + "
         f"{fit.get('slope_mib_per_batch', float('nan')):.4f} * B MiB, "
-        f"R^2 {fit.get('r2', float('nan')):.4f}; {len(result.points)} points"
+        f"R^2 {fit.get('r2', float('nan')):.4f}; {len(result.points)} points, "
+        f"{len(result.rounds) // 2} confirmation rounds"
     )
     return 0

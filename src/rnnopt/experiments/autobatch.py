@@ -14,6 +14,16 @@ Search (every probe is one call of the injected `measure(batch) -> Point`):
    3 * log2(hi - lo) probes however wrong the model is.
 3. The pick: the fitting point with the highest tokens/s (ties: the smaller batch). The
    search never claims a batch it did not measure.
+4. Confirmation (`confirm`): one timing of a point is a fraction of a second, and a slow spell
+   of the host within it decides the pick: of 26 runs of one host, two picked B=64 over the
+   largest fitting B=108 at 1.10-1.15x, where B=108 had measured 0.91x of B=64 in the rest
+   (run AM: B=108 251,617 tokens/s, B=109 next to it 318,343). So the largest fitting batch
+   and the fastest other fitting point are timed again in rounds, one timing of each a round,
+   the order alternating, each after a speed probe; a round whose probe reads a slow spell
+   does not count, and up to as many rounds again replace such rounds. The pick is the one
+   with the higher geometric mean over the clean rounds. The timings are kept (series
+   confirm_batch, confirm_tokens_per_s, confirm_probe_ms): the report's verdict reads the
+   interval of their ratio, paired by round.
 
 The memory model is reported with every point tried, so the choice can be checked.
 """
@@ -22,14 +32,18 @@ from __future__ import annotations
 
 import argparse
 import math
+import statistics
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
+from typing import NamedTuple
 
 from rnnopt.errors import UserError
+from rnnopt.measure.contention import speed_probe_ms
 from rnnopt.measure.harness import VariantFailed, guard_calls, guarded, make_inputs, phase_call
 from rnnopt.measure.heap import step_peak
 from rnnopt.measure.profile import timing_budget
-from rnnopt.measure.timing import benchmark
+from rnnopt.measure.spells import normal_probes
+from rnnopt.measure.timing import benchmark, fast_ms
 from rnnopt.models.flops import Shape
 from rnnopt.models.variants import get_variant
 from rnnopt.records import status_of
@@ -52,6 +66,15 @@ class Point:
         return self.status == "ok" and self.peak_mib is not None and self.peak_mib <= budget_mib
 
 
+class Timing(NamedTuple):
+    """One confirmation timing: the batch, its tokens/s and the speed probe just before it
+    (rnnopt.measure.contention.speed_probe_ms)."""
+
+    batch: int
+    tokens_per_s: float
+    probe_ms: float
+
+
 @dataclass
 class Search:
     """Every point in the order tried, the bracket, the fit and the pick (None: none fits)."""
@@ -64,6 +87,8 @@ class Search:
     fit: dict | None = None
     pick: Point | None = None
     message: str | None = None  # why there is no pick
+    # The confirmation timings (confirm), two a round, in the order timed.
+    rounds: list[Timing] = field(default_factory=list)
 
     @property
     def budget_binding(self) -> bool:
@@ -160,6 +185,53 @@ def search(measure: Callable[[int], Point], budget_mib: float, max_batch: int) -
     return result
 
 
+def clean_rounds(timings: list[Timing]) -> list[bool]:
+    """Per round (two timings, in order) whether both of its probes read normal
+    (rnnopt.measure.spells.normal_probes over all of them): a round in a slow spell of the
+    host measures the spell."""
+    normal = normal_probes([t.probe_ms for t in timings])
+    return [normal[k] and normal[k + 1] for k in range(0, len(timings) - 1, 2)]
+
+
+def confirm(result: Search, timing: Callable[[int], Timing], rounds: int) -> Search:
+    """Time the largest fitting batch and the fastest other fitting point of `result` again in
+    `rounds` rounds, each one timing of both, their order alternating from round to round;
+    while fewer than `rounds` rounds are clean (clean_rounds), up to `rounds` more. The pick
+    is the one whose timings in clean rounds have the higher geometric mean tokens/s (ties:
+    the smaller batch; all rounds where fewer than two are clean), and its tokens_per_s
+    becomes that mean. Nothing to confirm without a pick or another fitting point."""
+    largest = result.max_fitting_batch
+    fitting = {p.batch: p for p in result.points if p.fits(result.budget_mib) and p.tokens_per_s}
+    others = [p for batch, p in fitting.items() if batch != largest]
+    if result.pick is None or largest not in fitting or not others or rounds < 1:
+        return result
+    other = max(others, key=lambda p: (p.tokens_per_s, -p.batch)).batch
+    done = 0
+    while done < rounds or (sum(clean_rounds(result.rounds)) < rounds and done < 2 * rounds):
+        for batch in (other, largest) if done % 2 == 0 else (largest, other):
+            result.rounds.append(timing(batch))
+        done += 1
+    kept = kept_timings(result.rounds)
+    means = {
+        batch: math.exp(
+            statistics.fmean(math.log(t.tokens_per_s) for t in kept if t.batch == batch)
+        )
+        for batch in (other, largest)
+    }
+    best = max(means, key=lambda batch: (means[batch], -batch))
+    result.pick = Point(best, means[best], fitting[best].peak_mib)
+    return result
+
+
+def kept_timings(timings: list[Timing]) -> list[Timing]:
+    """The timings of the clean rounds, or all of them where fewer than two rounds are clean
+    (a record the report then says rests on rounds in a spell)."""
+    clean = clean_rounds(timings)
+    if sum(clean) < 2:
+        return list(timings)
+    return [t for k, t in enumerate(timings) if clean[k // 2]]
+
+
 def summary(result: Search) -> dict:
     """The record's metrics of a search: budget, pick, bracket, fit and the model's own pick."""
     pick = result.pick
@@ -180,14 +252,25 @@ def summary(result: Search) -> dict:
             pick.tokens_per_s / smallest.tokens_per_s if pick and smallest else None
         ),
         "fit": {**fit, "predicted_max_batch": predicted} if fit else {},
+        "confirm_rounds": len(result.rounds) // 2,
+        "confirm_clean_rounds": sum(clean_rounds(result.rounds)),
     }
 
 
 def series(result: Search) -> dict[str, list]:
-    """Every point in the order tried, as parallel lists (the record's series)."""
+    """Every point in the order tried, as parallel lists (the record's series), and the
+    confirmation rounds in the order timed (confirm_batch, confirm_tokens_per_s)."""
     rows = [asdict(p) | {"fits": p.fits(result.budget_mib)} for p in result.points]
-    return {
+    points = {
         key: [row[key] for row in rows] for key in ("batch", "tokens_per_s", "peak_mib", "fits")
+    }
+    if not result.rounds:
+        return points
+    batches, rates, probes = (list(column) for column in zip(*result.rounds, strict=True))
+    return points | {
+        "confirm_batch": batches,
+        "confirm_tokens_per_s": rates,
+        "confirm_probe_ms": probes,
     }
 
 
@@ -216,6 +299,14 @@ class Measurer:
         print(f"  B={batch}: {tokens_per_s:.0f} tokens/s, peak {heap['peak_mib']:.2f} MiB")
         return Point(batch, tokens_per_s, heap["peak_mib"])
 
+    def timing(self, batch: int) -> Timing:
+        """One more timing of `batch`, after a speed probe (a confirmation round: no heap
+        peak)."""
+        probe = speed_probe_ms()
+        rate = self._tokens_per_s(self.shape(batch))
+        print(f"  confirm B={batch}: {rate:.0f} tokens/s, probe {probe:.2f} ms")
+        return Timing(batch, rate, probe)
+
     def _tokens_per_s(self, shape: Shape) -> float:
         args = self.args
         try:
@@ -230,6 +321,9 @@ class Measurer:
             untimed_setup=before,
             device=runner.device,
             compiles=self.variant.compiles,
+            keep_samples=True,
             **timing_budget(args),
         )
-        return shape.tokens / (metrics["time_ms"]["median"] / 1e3)
+        # the fast calls (timing.fast_ms), as the speedups' process times: a slow spell that
+        # covers part of a timing of a fraction of a second moves its median, and the pick
+        return shape.tokens / (fast_ms(metrics["samples_ms"]) / 1e3)

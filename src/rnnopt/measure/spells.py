@@ -42,6 +42,15 @@ def _reference(lines: list[Line]) -> float | None:
     return statistics.median(probes) if len(probes) >= MIN_REFERENCE else None
 
 
+def normal_probes(probes: list[float]) -> list[bool]:
+    """Which of one process's probes read the host at its normal speed: at most SLOW_PROBE x
+    their median (the process's own reference, as the run's is for the gate)."""
+    if not probes:
+        return []
+    reference = statistics.median(probes)
+    return [probe <= SLOW_PROBE * reference for probe in probes]
+
+
 class SpellGate:
     """The wait before one process's timing loop, and its line in the run's spell log."""
 

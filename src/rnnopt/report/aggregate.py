@@ -15,10 +15,10 @@ import math
 import os
 from pathlib import Path
 
-import numpy as np
 import pandas as pd
 
 from rnnopt.errors import UserError
+from rnnopt.measure.timing import FAST_QUANTILE, fast_ms
 from rnnopt.models.flops import SHAPE_KEYS
 from rnnopt.records import SCHEMA_ID, parse_record, read_text, validate
 
@@ -215,19 +215,13 @@ def collect(
     return _frame(metric_rows, METRIC_COLUMNS), _frame(series_rows, SERIES_COLUMNS)
 
 
-# The quantile of a profile process's calls that summarises it in speedups (docs/intervals.md):
-# a slow spell of the host adds time to the calls it hits, so the fast calls of a process are
-# the code's own cost; the median moves with the share of calls a spell hits.
-FAST_QUANTILE = 10
-
-
 def fast_time(record: dict) -> dict[str, float]:
     """{"time_ms.q10": the FAST_QUANTILE-th percentile of the calls} of a profile record that
     kept its timed calls (metrics.samples_ms); {} otherwise."""
     samples = (record.get("metrics") or {}).get("samples_ms")
     if record.get("kind") != "profile" or not isinstance(samples, list) or not samples:
         return {}
-    return {f"time_ms.q{FAST_QUANTILE}": float(np.percentile(samples, FAST_QUANTILE))}
+    return {f"time_ms.q{FAST_QUANTILE}": fast_ms(samples)}
 
 
 def _frame(rows: list[dict], columns: tuple[str, ...]) -> pd.DataFrame:

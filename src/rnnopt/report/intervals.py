@@ -143,6 +143,25 @@ def ratio_interval(
     return _welch(estimate, var_top + var_bottom, df, processes, confidence)
 
 
+def paired_ratio_interval(
+    numerator: Sequence[float], denominator: Sequence[float], confidence: float = CONFIDENCE
+) -> Interval | None:
+    """numerator / denominator from pairs measured side by side (numerator[k] next to
+    denominator[k], so a drift of the host moves both): the geometric mean of the pairs'
+    ratios with the t interval of their mean log on n - 1 degrees of freedom; None without a
+    pair of positive values."""
+    with np.errstate(divide="ignore", invalid="ignore"):
+        logs = np.log(np.asarray(numerator, dtype=float) / np.asarray(denominator, dtype=float))
+    logs = logs[np.isfinite(logs)]
+    if len(logs) == 0:
+        return None
+    estimate = float(np.exp(logs.mean()))
+    pairs = (len(logs), len(logs))
+    if len(logs) < 2:
+        return Interval(estimate, processes=pairs)
+    return _welch(estimate, logs.var(ddof=1) / len(logs), len(logs) - 1, pairs, confidence)
+
+
 def _quantile(confidence: float, df: float) -> float:
     """The two-sided t quantile of `confidence` at df degrees of freedom."""
     return float(stats.t.ppf(0.5 + confidence / 2, df))

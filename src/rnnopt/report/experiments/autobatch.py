@@ -11,9 +11,11 @@ import matplotlib.ticker  # noqa: E402
 import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
 
+from rnnopt.experiments.autobatch import Timing, clean_rounds, kept_timings  # noqa: E402
 from rnnopt.report import wide  # noqa: E402
 from rnnopt.report.experiments.rows import number  # noqa: E402
 from rnnopt.report.figures import NoData  # noqa: E402
+from rnnopt.report.intervals import paired_ratio_interval  # noqa: E402
 from rnnopt.report.verdicts import (  # noqa: E402
     LINEAR_R2,
     SAME_THROUGHPUT,
@@ -21,7 +23,9 @@ from rnnopt.report.verdicts import (  # noqa: E402
 from rnnopt.report.wide import NONE  # noqa: E402
 
 
-def autobatch_rows(row, points: pd.DataFrame) -> list[dict]:
+def autobatch_rows(row, points: pd.DataFrame, rounds: pd.DataFrame | None = None) -> list[dict]:
+    """The pick's row and the memory model's row of one autobatch record: its points
+    (points_of) and its confirmation rounds (rounds_of; none in records before them)."""
     what = f"{wide.label(row)} {row['phase']}, T={row['seq_len']} I={row['input_size']}: "
     pick_row = {"experiment": "automatic batch size under a memory budget", "guide": "4, 7; C4"}
     linear_row = {"experiment": "peak memory linear in the batch size", "guide": "4; C3"}
@@ -31,8 +35,6 @@ def autobatch_rows(row, points: pd.DataFrame) -> list[dict]:
     budget = row["budget_mib"]
     pick_batch = int(row["pick_batch"])
     largest = int(row["max_fitting_batch"])
-    fitting = points[points["fits"] == 1]
-    largest_tps = fitting.loc[fitting["batch"] == largest, "tokens_per_s"].max()
     ratio = number(row.get("pick_over_batch1_tokens_per_s"))
     result = (
         f"{what}budget {budget:g} MiB: pick B={pick_batch}, {row['pick_tokens_per_s']:.3g} "
@@ -41,15 +43,28 @@ def autobatch_rows(row, points: pd.DataFrame) -> list[dict]:
         + f", peak {row['pick_peak_mib']:.2f} MiB; largest fitting B={largest}; "
         f"{int(row['points_tried'])} points"
     )
+    confirmed = _confirmed(rounds, largest)
+    if confirmed is not None:
+        other, interval, how = confirmed
+        result += (
+            f"; timed again side by side over {how}: B={other} {interval} the tokens/s of "
+            f"B={largest}"
+        )
     if not row["budget_binding"]:
         verdict = f"not measured here: the budget never binds up to max_batch={largest}"
-    elif largest_tps >= (1 - SAME_THROUGHPUT) * row["pick_tokens_per_s"]:
-        verdict = f"supported: the largest fitting batch B={largest} is (within 5%) the fastest"
-    else:
-        verdict = (
-            f"not supported: B={pick_batch} gives {row['pick_tokens_per_s'] / largest_tps:.2f}x "
-            f"the tokens/s of the largest fitting B={largest}"
-        )
+    elif confirmed is not None:
+        verdict = _confirmed_verdict(*confirmed[:2], largest)
+    else:  # a record before the confirmation rounds: the search's one timing a point
+        fitting = points[points["fits"] == 1]
+        largest_tps = fitting.loc[fitting["batch"] == largest, "tokens_per_s"].max()
+        if largest_tps >= (1 - SAME_THROUGHPUT) * row["pick_tokens_per_s"]:
+            verdict = SUPPORTED.format(largest=largest)
+        else:
+            times = row["pick_tokens_per_s"] / largest_tps
+            verdict = (
+                f"not supported: B={pick_batch} gives {times:.2f}x the tokens/s of the largest "
+                f"fitting B={largest}"
+            )
     r2 = number(row.get("fit.r2"))
     if r2 is None:
         fit_result, fit_verdict = NONE, "not measured here: fewer than two batch sizes ran"
@@ -68,11 +83,78 @@ def autobatch_rows(row, points: pd.DataFrame) -> list[dict]:
     ]
 
 
+SUPPORTED = "supported: the largest fitting batch B={largest} is (within 5%) the fastest"
+
+
+def _confirmed(rounds: pd.DataFrame | None, largest: int):
+    """(the other contender's batch, its tokens/s over the largest fitting batch's with the
+    interval over the rounds, paired by round, and how the rounds were kept: a phrase) from
+    the confirmation timings; None without them. Rounds in a slow spell are left out as the
+    experiment left them out (rnnopt.experiments.autobatch.kept_timings)."""
+    if rounds is None or rounds.empty or largest not in set(rounds["batch"]):
+        return None
+    others = set(rounds["batch"]) - {largest}
+    if len(others) != 1 or len(rounds) % 2:
+        return None
+    other = others.pop()
+    timings = [Timing(int(r.batch), r.tokens_per_s, r.probe_ms) for r in rounds.itertuples()]
+    kept = kept_timings(timings)
+    pairs = [
+        sorted(kept[k : k + 2], key=lambda t: t.batch != other) for k in range(0, len(kept), 2)
+    ]
+    interval = paired_ratio_interval(
+        [a.tokens_per_s for a, _ in pairs], [b.tokens_per_s for _, b in pairs]
+    )
+    if interval is None:
+        return None
+    total, clean = len(timings) // 2, sum(clean_rounds(timings))
+    if clean == total:
+        how = f"{total} rounds"
+    elif len(kept) < len(timings):
+        how = f"{clean} rounds ({total - clean} more left out: a slow spell)"
+    else:
+        how = f"{total} rounds ({total - clean} in a slow spell, kept: too few without)"
+    return other, interval, how
+
+
+def _confirmed_verdict(other: int, interval, largest: int) -> str:
+    """The pick's verdict from the confirmation rounds: the other contender's tokens/s over the
+    largest fitting batch's, judged by its interval against SAME_THROUGHPUT (the threshold
+    rule of the speedups: a difference only where the whole interval says so)."""
+    if not interval.has_interval:
+        return "not judged: one confirmation round: no interval"
+    bound = 1 + SAME_THROUGHPUT
+    said = f"B={other} gives {interval} the tokens/s of the largest fitting B={largest}"
+    if interval.high <= bound:
+        return SUPPORTED.format(largest=largest) + f": {said}"
+    if interval.low > bound:
+        return f"not supported: {said}"
+    return f"inconclusive: {said}, across the {SAME_THROUGHPUT:.0%} that makes a difference"
+
+
+POINT_SERIES = ["batch", "tokens_per_s", "peak_mib", "fits"]
+ROUND_SERIES = {
+    "confirm_batch": "batch",
+    "confirm_tokens_per_s": "tokens_per_s",
+    "confirm_probe_ms": "probe_ms",
+}
+
+
+def _pivot(series: pd.DataFrame, source: str, names) -> pd.DataFrame:
+    rows = series[(series["source"] == source) & series["series"].isin(list(names))]
+    return rows.pivot(index="step", columns="series", values="value").reindex(columns=list(names))
+
+
 def points_of(series: pd.DataFrame, source: str) -> pd.DataFrame:
     """batch, tokens_per_s, peak_mib, fits of one autobatch record, in the order tried."""
-    rows = series[series["source"] == source]
-    table = rows.pivot(index="step", columns="series", values="value")
-    return table.reindex(columns=["batch", "tokens_per_s", "peak_mib", "fits"])
+    return _pivot(series, source, POINT_SERIES)
+
+
+def rounds_of(series: pd.DataFrame, source: str) -> pd.DataFrame:
+    """batch, tokens_per_s, probe_ms of one autobatch record's confirmation timings, in the
+    order timed (empty in a record before them)."""
+    rounds = _pivot(series, source, ROUND_SERIES).rename(columns=ROUND_SERIES).dropna()
+    return rounds.astype({"batch": int})
 
 
 def autobatch_figure(metrics: pd.DataFrame, series: pd.DataFrame):

@@ -8,7 +8,12 @@ from pathlib import Path
 import pandas as pd
 
 from rnnopt.report import wide
-from rnnopt.report.experiments.autobatch import autobatch_figure, autobatch_rows, points_of
+from rnnopt.report.experiments.autobatch import (
+    autobatch_figure,
+    autobatch_rows,
+    points_of,
+    rounds_of,
+)
 from rnnopt.report.experiments.varlen import varlen_figure, varlen_rows
 from rnnopt.report.figures import save_figures  # noqa: E402
 from rnnopt.report.verdicts import (
@@ -20,9 +25,13 @@ from rnnopt.report.wide import NONE
 ABOUT = (
     "Automatic batch size: every batch tried (doubling, then probes guided by a linear fit of "
     "the peak against B), tokens/s by the timing protocol, peak heap by rnnopt.measure.heap; "
-    "the pick is the fastest batch within the budget. Variable-length batching: one dataset "
+    "the pick is the faster of the largest fitting batch and the fastest other fitting one, "
+    "each timed again in interleaved rounds (autobatch.confirm_rounds; the interval of their "
+    "ratio is over those rounds, in one process). Variable-length batching: one dataset "
     "trained three ways from the same weights, an epoch being one step over every batch. Verdicts: "
-    f"the largest fitting batch within {SAME_THROUGHPUT:.0%} of the fastest; R^2 >= "
+    f"the largest fitting batch within {SAME_THROUGHPUT:.0%} of the fastest (supported when the "
+    "other contender's tokens/s over the largest's has its whole interval at most "
+    f"{1 + SAME_THROUGHPUT:g}x, not supported when above it, inconclusive otherwise); R^2 >= "
     f"{LINEAR_R2} for a linear memory model; epoch-time interval above 1x with equal losses; "
     "losses within the dtype's tolerance (rnnopt.experiments.varlen.LOSS_RTOL)."
 )
@@ -35,7 +44,8 @@ def table(metrics: pd.DataFrame, series: pd.DataFrame) -> pd.DataFrame:
     for run in wide.runs(metrics, placeholder=True):
         found = []
         for _, row in auto[auto["run"] == run].iterrows():
-            found += autobatch_rows(row, points_of(series, row["source"]))
+            source = row["source"]
+            found += autobatch_rows(row, points_of(series, source), rounds_of(series, source))
         if auto[auto["run"] == run].empty:
             found += [
                 {
