@@ -382,3 +382,12 @@ def test_the_pooled_speedup_weights_each_run_by_its_error_and_the_spread():
         pytest.approx(sum(logs) / 3),
         pytest.approx(0.02 / math.sqrt(3)),
     )
+
+
+def test_a_verdict_prints_its_interval_with_digits_enough_to_tell_it_from_the_bound():
+    below = Interval(0.6836, 0.6680, 0.6996, (3, 3))
+    assert below.digits_apart(0.7) == 4  # 0.70 and 0.700 would print as the bound
+    assert below.text(below.digits_apart(0.7)) == "0.6836x (0.6680-0.6996)"
+    assert Interval(0.66, 0.63, 0.69, (3, 3)).digits_apart(0.7) == 2
+    assert Interval(0.66, 0.63, 0.69, (3, 3)).digits_apart(0.7, fewest=3) == 3
+    assert Interval(0.7, 0.7, 0.7, (3, 3)).digits_apart(0.7) == 6  # on the bound itself

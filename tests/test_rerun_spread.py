@@ -432,3 +432,64 @@ def test_a_pair_at_another_phase_than_the_step_is_keyed_by_it():
         "torch-lstm-nn float32 cpu b16-t20-i32-h64 threads2",
     )
     assert forward == (f"{step[0]} forward", f"{step[1]} forward")
+
+
+CACHES = {"l1d": 32 * 2**10, "l2": 2**20, "l3": 32 * 2**20}  # H=2048's 64 MiB: beyond L3
+BEYOND_MS = (4.85, 4.44, 4.64, 4.51, 4.71)  # best beyond / best inside 0.66x ... 0.72x
+
+
+def sweep_runs(tmp_path, beyond_ms):
+    """One result set a run: a weights-vs-cache sweep (H=128, 512, 2048) whose point beyond
+    L3 takes beyond_ms[i] in run i; the best inside (H=512) stays."""
+    from tests.test_aggregate import CPU_RUN, ENV, Results
+
+    folders = []
+    for i, beyond in enumerate(beyond_ms):
+        results = Results(tmp_path / f"sweep-{i}")
+        for hidden, ms in ((128, 0.2), (512, 1.0), (2048, beyond)):
+            results.profile(
+                CPU_RUN, "numpy-lstm-fused", "float32", ms, env=ENV | {"cpu_caches": CACHES},
+                batch=8, seq_len=2, input_size=32, hidden_size=hidden,
+            )  # fmt: skip
+        folders.append(tmp_path / f"sweep-{i}" / CPU_RUN)
+    return folders
+
+
+def test_the_weights_vs_cache_verdict_reads_the_reference_runs_too(tmp_path, capsys):
+    """The sweep's ratio around its 0.7 bound (0.66x to 0.72x in five runs): alone, the runs
+    read a drop supported, not supported and inconclusive by turns. The spread file measures
+    the sweep's ratio too (keyed by the sweep, without readings: its rule is not the threshold
+    rule), and with it every run judges the ratio pooled over the five: one verdict. A run at
+    0.91x lies outside what the five predict: judged on its own, and says so."""
+    from rnnopt.report.experiments import cache
+
+    folders = sweep_runs(tmp_path, BEYOND_MS)
+    status, printed, out = spread_of(tmp_path, capsys, folders)
+    assert status == 0
+    row = (
+        pd.read_csv(out)
+        .set_index("candidate")
+        .loc[
+            "weights vs cache numpy-lstm-fused float32 cpu b8-t2-i32 threads1 step: best beyond L3"
+        ]
+    )
+    assert row["baseline"].endswith("threads1 step: best inside L3") and row["runs"] == 5
+    assert row[["reads_faster", "reads_slower", "reads_same", "reads_inconclusive"]].isna().all()
+    assert "best inside L3: between runs" in printed.out and "pooled 0.69" in printed.out
+    alone, pooled = [], []
+    for folder in folders:
+        metrics = load_run(folder)
+        run = metrics["run"].iloc[0]
+        alone.append(cache.cache_rows(metrics, run)[0]["verdict"].split(":")[0])
+        verdict = cache.cache_rows(metrics, run, read(out)[run])[0]["verdict"]
+        assert "over this host's 5 reference runs, this run 0.6" in verdict or (
+            "over this host's 5 reference runs, this run 0.7" in verdict
+        )
+        pooled.append(verdict.split(":")[0])
+    assert set(alone) == {"supported", "not supported", "inconclusive"}
+    assert set(pooled) == {"inconclusive"}
+    (later,) = sweep_runs(tmp_path / "later", (3.5,))
+    metrics = load_run(later)
+    verdict = cache.cache_rows(metrics, metrics["run"].iloc[0], read(out)[metrics["run"].iloc[0]])
+    assert verdict[0]["verdict"].startswith("not supported: no drop at the L3 boundary (0.91x")
+    assert "(this run differs from this host's 5 reference runs, 0.91x" in verdict[0]["verdict"]

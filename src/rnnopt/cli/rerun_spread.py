@@ -3,11 +3,14 @@ from three or more earlier runs of it (run folders, or results folders holding o
 written to a CSV that the report, the top-up and `rnnopt compare` take (--rerun-spread;
 verdicts.rerun_spread in the workflow's config), with how many of the runs read each speedup
 faster, slower, no meaningful difference or inconclusive by the verdict rule (--threshold,
---confidence: give those the report uses). Rows of other hosts already in the file stay.
+--confidence: give those the report uses), and each weights-vs-cache sweep's ratio (best
+beyond L3 over best inside; no readings: its verdict has its own bound). Rows of other hosts
+already in the file stay.
 """
 
 from __future__ import annotations
 
+import math
 from pathlib import Path
 
 from rnnopt.cli.common import fraction, write_output
@@ -38,6 +41,8 @@ def register(subparsers) -> None:
 
 def run(args) -> int:
     # pandas and scipy: imported by this command only
+    import pandas as pd
+
     from rnnopt.report.compare import load_run
     from rnnopt.report.intervals import CONFIDENCE, THRESHOLD
     from rnnopt.report.rerun_spread import FEWEST_RUNS, READS, estimate, merged
@@ -55,11 +60,13 @@ def run(args) -> int:
     write_output(out, lambda path: table.to_csv(path, index=False))
     run_name = spread["run"].iloc[0]
     for row in spread.to_dict("records"):
-        reads = ", ".join(f"{reading} {row[c]}" for c, reading in READS.items() if row[c])
+        counted = [(reading, row[c]) for c, reading in READS.items() if not pd.isna(row[c])]
+        reads = ", ".join(f"{reading} {n}" for reading, n in counted if n)
         print(
             f"{row['candidate']} vs {row['baseline']}: between runs {row['run_sd_log']:.2%}, "
             f"within {row['within_se_log']:.2%} ({row['runs']} runs, {row['speedup_low']:.3f}-"
-            f"{row['speedup_high']:.3f}x; read {reads})"
+            f"{row['speedup_high']:.3f}x, pooled {math.exp(row['mean_log']):.3f}x"
+            + (f"; read {reads})" if reads else ")")
         )
     print(f"wrote {out}: {len(spread)} pairs of {run_name}")
     return 0

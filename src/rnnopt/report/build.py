@@ -281,7 +281,7 @@ def build(
         "scan_training": scan.training_table(metrics),
         "persistent": persistent.table(metrics, spread),
     }
-    tables["cache_gc_precision"] = memory.table(metrics)
+    tables["cache_gc_precision"] = memory.table(metrics, spread)
     tables.update(memory.point_tables(metrics))
     numbers = {
         "comparison": table.comparison_numbers(

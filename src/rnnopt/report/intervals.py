@@ -108,16 +108,25 @@ class Interval:
             return f"{self.median:.{digits}f}x"
         return f"{self.median:.{digits}f}x ({self.low:.{digits}f}-{self.high:.{digits}f})"
 
-    def shown(self) -> str:
-        """What a verdict names: this run's interval, and the reference runs' where the
-        verdict reads theirs (three decimals: pooled intervals are narrow, and at two a low
-        bound of 1.052 would print as the threshold itself)."""
+    def shown(self, digits: int = 2) -> str:
+        """What a verdict names: this run's interval (at `digits` decimals), and the reference
+        runs' where the verdict reads theirs (at least three decimals: pooled intervals are
+        narrow, and at two a low bound of 1.052 would print as the threshold itself)."""
         if not self.reads_reference:
-            return str(self)
+            return self.text(digits)
         return (
-            f"{self.reference.text(3)} over this host's {self.reference_runs} reference runs, "
-            f"this run {self}"
+            f"{self.reference.text(max(3, digits))} over this host's {self.reference_runs} "
+            f"reference runs, this run {self.text(digits)}"
         )
+
+    def digits_apart(self, bound: float, fewest: int = 2) -> int:
+        """The fewest decimals (at least `fewest`, at most 6) at which neither end of this
+        interval prints as `bound`: 0.6996 < 0.7 would print "0.700 < 0.7" at three."""
+        ends = [end for end in (self.low, self.high) if end is not None]
+        for digits in range(fewest, 7):
+            if all(f"{end:.{digits}f}" != f"{bound:.{digits}f}" for end in ends):
+                return digits
+        return 6
 
 
 def _logs(values: Sequence[float]) -> np.ndarray:

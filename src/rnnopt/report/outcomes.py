@@ -23,8 +23,6 @@ from rnnopt.report.intervals import (
     CONFIDENCE,
     Interval,
     ratio_interval,
-    with_reference,
-    with_run_spread,
 )
 from rnnopt.report.wide import label, preferred, shape_label
 
@@ -146,10 +144,7 @@ def pair_intervals(
             references.append((math.nan,) * 3 + (0, None))
             continue
         if key in (spread or {}):
-            pair = spread[key]
-            interval = with_run_spread(interval, pair.run_sd, pair.run_df, confidence)
-            runs = int(pair.run_df) + 1
-            interval = with_reference(interval, pair.mean_log, pair.mean_se_log, runs, confidence)
+            interval = spread[key].applied(interval, confidence)
         references.append(_reference_row(interval))
         low = interval.low if interval.has_interval else math.nan
         high = interval.high if interval.has_interval else math.nan

@@ -43,7 +43,7 @@ import pandas as pd
 from rnnopt.errors import UserError
 from rnnopt.report import intervals
 from rnnopt.report.comparisons import COMPARISONS
-from rnnopt.report.experiments import persistent
+from rnnopt.report.experiments import cache, persistent
 from rnnopt.report.intervals import (
     CONFIDENCE,
     THRESHOLD,
@@ -80,14 +80,23 @@ class PairSpread(NamedTuple):
     mean_log: float = math.nan
     mean_se_log: float = math.nan
 
+    def applied(self, interval: intervals.Interval, confidence: float = CONFIDENCE):
+        """`interval` (one run's, over its processes) widened by this spread
+        (intervals.with_run_spread), with the runs' pooled speedup and whether the run agrees
+        with it (intervals.with_reference)."""
+        widened = intervals.with_run_spread(interval, self.run_sd, self.run_df, confidence)
+        runs = int(self.run_df) + 1
+        return intervals.with_reference(widened, self.mean_log, self.mean_se_log, runs, confidence)
+
 
 FEWEST_RUNS = 3  # two runs give one degree of freedom: too few to estimate a variance
 
 
 def run_pairs(metrics: pd.DataFrame) -> pd.DataFrame:
-    """Every timed pair that a verdict judges (judged_pairs) in one run's metrics, once each: run,
-    candidate, baseline, log_ratio, se_log and welch_df (within the run: over its
-    processes), processes (of the side with fewer)."""
+    """Every timed pair that a verdict judges (judged_pairs) in one run's metrics, once each, and
+    the weights-vs-cache sweeps' ratios (cache.sweep_ratios): run, candidate, baseline,
+    log_ratio, se_log and welch_df (within the run: over its processes), processes (of the
+    side with fewer), threshold_rule (whether the verdict rule reads it: not the sweeps')."""
     rows = {}
     for run, data in run_data(metrics).items():
         for matched in judged_pairs(data.profile):
@@ -102,8 +111,13 @@ def run_pairs(metrics: pd.DataFrame) -> pd.DataFrame:
                 spelled = found["spell_b"] + found["spell_c"] > 0
                 if found["ratio"] > 0 and np.isfinite(found["se_log"]) and not spelled:
                     within = (found["se_log"], found["welch_df"], found["processes"])
-                    rows[(run, *key)] = (math.log(found["ratio"]), *within)
+                    rows[(run, *key)] = (math.log(found["ratio"]), *within, True)
+    for run, key, interval, spelled in cache.sweep_ratios(metrics):
+        if interval.se is not None and interval.median > 0 and not spelled:
+            within = (interval.se, interval.df, interval.n)
+            rows[(run, *key)] = (math.log(interval.median), *within, False)
     columns = ["run", "candidate", "baseline", "log_ratio", "se_log", "welch_df", "processes"]
+    columns.append("threshold_rule")
     frame = pd.DataFrame([(*key, *value) for key, value in rows.items()], columns=columns)
     # numbers even when empty (a run whose every pair a spell slowed): concatenated with the
     # other runs', an empty frame's object columns would make theirs objects too
@@ -155,14 +169,18 @@ def estimate(
         within = math.sqrt(float((group["se_log"] ** 2).mean()))
         ratios = np.exp(group["log_ratio"])
         pooled = pooled_runs(group["log_ratio"], group["se_log"], run_sd)
-        reads = readings(group, run_sd, threshold, confidence)
+        if group["threshold_rule"].all():
+            reads = readings(group, run_sd, threshold, confidence)
+        else:  # a sweep's ratio: its verdict is not the threshold rule's
+            reads = dict.fromkeys(READS, pd.NA)
         rows.append(
             (run, candidate, baseline, len(group), run_sd, within)
             + (float(ratios.min()), float(ratios.max()))
             + pooled
             + tuple(reads.values())
         )
-    return pd.DataFrame(rows, columns=[*COLUMNS, *POOLED, *READS])
+    table = pd.DataFrame(rows, columns=[*COLUMNS, *POOLED, *READS])
+    return table.astype(dict.fromkeys(READS, "Int64"))
 
 
 def merged(path: Path, spread: pd.DataFrame) -> pd.DataFrame:

@@ -76,12 +76,12 @@ def _weights_text(point) -> str:
 
 def predicted_ratio(points: pd.DataFrame, beyond, inside) -> float | None:
     """What the roofline predicts for best beyond L3 / best inside: the attainable GFLOP/s
-    (rnnopt.report.roofline) of the points that were best on either side; None when the run
-    has no bandwidth figures."""
+    (rnnopt.report.roofline) of the points that were best on either side (their indices);
+    None when the run has no bandwidth figures."""
     if "attainable_gflops" not in points:
         return None
     attainable = points["attainable_gflops"]
-    low, high = attainable.get(beyond.idxmax()), attainable.get(inside.idxmax())
+    low, high = attainable.get(beyond), attainable.get(inside)
     if low is None or high is None or pd.isna(low) or pd.isna(high):
         return None
     return float(low) / float(high)
@@ -103,9 +103,55 @@ def ratio_of_best(points: pd.DataFrame, beyond, inside) -> Interval | None:
     return ratio_interval(*sides)
 
 
-def cache_verdict(points: pd.DataFrame) -> tuple[str, str]:
+def sweep_key(points: pd.DataFrame) -> tuple[str, str]:
+    """(candidate, baseline): what a rerun spread keys one sweep's ratio by (the ratio of its
+    best point beyond L3 to its best inside, whichever hidden sizes those are)."""
+    first = points.iloc[0]
+    shape = f"b{int(first['batch'])}-t{int(first['seq_len'])}-i{int(first['input_size'])}"
+    sweep = (
+        f"weights vs cache {first['variant']} {first['dtype']} {first['device']} {shape} "
+        f"threads{int(first['threads'])} {first['phase']}"
+    )
+    return f"{sweep}: best beyond L3", f"{sweep}: best inside L3"
+
+
+def best_sides(points: pd.DataFrame):
+    """(index of the best point beyond L3, of the best inside) of one sweep; None where a
+    cache size is unknown or a side has no point."""
+    if points["level"].isna().any():
+        return None
+    inside = points.loc[points["level"] != "beyond L3", "gflops"]
+    beyond = points.loc[points["level"] == "beyond L3", "gflops"]
+    if inside.empty or beyond.empty:
+        return None
+    return beyond.idxmax(), inside.idxmax()
+
+
+def sweeps(points: pd.DataFrame):
+    """(variant, dtype, phase, threads), points of each sweep in cache_points' rows."""
+    return points.groupby(["variant", "dtype", "phase", "threads"], sort=True)
+
+
+def sweep_ratios(metrics: pd.DataFrame):
+    """(run, sweep_key, the ratio's interval over this run's processes, whether a point rests
+    on a process a slow spell slowed) of every sweep with both sides: what
+    rnnopt.report.rerun_spread measures its between-run spread and pooled ratio by."""
+    points = cache_points(metrics)
+    for run, of_run in points.groupby("run", sort=True):
+        for _, group in sweeps(of_run):
+            best = best_sides(group)
+            interval = ratio_of_best(group, *best) if best is not None else None
+            if interval is not None:
+                spelled = "spell_kept" in group and group.loc[list(best), "spell_kept"].sum() > 0
+                yield run, sweep_key(group), interval, bool(spelled)
+
+
+def cache_verdict(points: pd.DataFrame, spread: dict | None = None) -> tuple[str, str]:
     """(result, verdict) of one sweep (one run, variant, dtype, phase, threads), beside what
-    the bandwidth roofs predict where the run measured them."""
+    the bandwidth roofs predict where the run measured them. `spread` (sweep_key ->
+    rerun_spread.PairSpread: this host's reference runs) widens the ratio's interval by the
+    host's between-run spread, and where this run agrees with the reference runs the
+    verdict reads their pooled ratio (as the speedups' verdicts: docs/intervals.md)."""
     cells = [
         f"H={int(r.hidden_size)} ({_weights_text(r)}, {r.level or '?'}) {r.gflops:.1f}"
         for r in points.itertuples()
@@ -113,31 +159,43 @@ def cache_verdict(points: pd.DataFrame) -> tuple[str, str]:
     result = "GFLOP/s by H (W_hh, where it fits): " + "; ".join(cells)
     if points["level"].isna().any():
         return result, "not measured here: the host's cache sizes are unknown"
-    inside = points.loc[points["level"] != "beyond L3", "gflops"]
-    beyond = points.loc[points["level"] == "beyond L3", "gflops"]
-    if inside.empty or beyond.empty:
-        where = "beyond" if beyond.empty else "inside"
+    best = best_sides(points)
+    if best is None:
+        where = "beyond" if (points["level"] != "beyond L3").all() else "inside"
         return result, f"not measured here: no hidden size with W_hh {where} L3"
-    interval = ratio_of_best(points, beyond.idxmax(), inside.idxmax())
-    ratio = interval.median if interval is not None else beyond.max() / inside.max()
+    interval = ratio_of_best(points, *best)
+    if interval is not None and spread and sweep_key(points) in spread:
+        interval = spread[sweep_key(points)].applied(interval)
+    beyond, inside = points.at[best[0], "gflops"], points.at[best[1], "gflops"]
+    ratio = interval.judged.median if interval is not None else beyond / inside
     shown = str(interval) if interval is not None else f"{ratio:.2f}x"
     result += f"; best beyond L3 / best inside {shown}"
-    predicted = predicted_ratio(points, beyond, inside)
+    predicted = predicted_ratio(points, *best)
     if predicted is not None:
         result += f"; the roofline predicts {predicted:.2f}x"
     if interval is not None and not interval.has_interval:
         # one process a point: no spread between processes, so no verdict (as the speedups)
         return result, "not judged: one process a point: no interval"
     if interval is not None:
-        low, high = interval.low, interval.high
+        judged = interval.judged
+        # decimals enough that no end of the interval the verdict reads prints as the bound
+        fewest = 3 if interval.reads_reference else 2
+        named = interval.shown(judged.digits_apart(CACHE_DROP, fewest))
+        low, high = judged.low, judged.high
     else:  # records without their processes' times (older runs): the point alone
         low = high = ratio
+        named = shown
     if high < CACHE_DROP:
-        verdict = f"supported: a drop at the L3 boundary ({shown} < {CACHE_DROP})"
+        verdict = f"supported: a drop at the L3 boundary ({named} < {CACHE_DROP})"
     elif low >= CACHE_DROP:
-        verdict = f"not supported: no drop at the L3 boundary ({shown} >= {CACHE_DROP})"
+        verdict = f"not supported: no drop at the L3 boundary ({named} >= {CACHE_DROP})"
     else:
-        verdict = f"inconclusive: {shown} crosses the {CACHE_DROP} that makes a drop"
+        verdict = f"inconclusive: {named} crosses the {CACHE_DROP} that makes a drop"
+    if interval is not None and interval.agrees is False:
+        verdict += (
+            f" (this run differs from this host's {interval.reference_runs} reference runs, "
+            f"{interval} against {interval.reference.text(3)}: judged on its own)"
+        )
     if predicted is not None:
         drop_predicted = predicted < CACHE_DROP
         verdict += (
@@ -148,16 +206,15 @@ def cache_verdict(points: pd.DataFrame) -> tuple[str, str]:
     return result, verdict
 
 
-def cache_rows(metrics: pd.DataFrame, run: str) -> list[dict]:
+def cache_rows(metrics: pd.DataFrame, run: str, spread: dict | None = None) -> list[dict]:
+    """The rows of one run's sweeps; `spread` as cache_verdict takes it (this run's)."""
     points = cache_points(metrics)
     points = points[points["run"] == run]
     if not points.empty:
         points = roofline_points(points, wide.records(metrics, "peak"))
     rows = []
-    for (variant, dtype, phase, threads), group in points.groupby(
-        ["variant", "dtype", "phase", "threads"], sort=True
-    ):
-        result, verdict = cache_verdict(group)
+    for (variant, dtype, phase, threads), group in sweeps(points):
+        result, verdict = cache_verdict(group, spread)
         first = group.iloc[0]
         fixed = f"B={first['batch']} T={first['seq_len']} I={first['input_size']}"
         rows.append(

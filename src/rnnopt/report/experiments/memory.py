@@ -26,7 +26,10 @@ ABOUT = (
     "(4H*(I+H) + 8H)*itemsize (every weight and bias read once per step); cache sizes of one "
     "core from the host (sysfs). The ratio of the best GFLOP/s beyond L3 to the best inside "
     "carries a 95% interval over the two points' processes (each process's 10th-percentile "
-    "call, as the speedups). Verdict: supported when the whole interval lies below "
+    "call, as the speedups), widened by the host's between-run spread of that ratio where the "
+    "spread file measures it; where this run agrees with the host's reference runs, the "
+    "verdict reads their pooled ratio (as the speedups' verdicts). Verdict: supported when the "
+    "whole interval lies below "
     f"{CACHE_DROP:.0%}, not supported when it lies at or above it, inconclusive when it "
     "crosses it. GC and churn (C2, C12): each variant timed in "
     "fresh processes with the cyclic collector on and off (off: disabled during the timed "
@@ -42,12 +45,14 @@ ABOUT = (
 )
 
 
-def table(metrics: pd.DataFrame) -> pd.DataFrame:
-    """experiment, claim, run, result, verdict: the three experiments of every run."""
+def table(metrics: pd.DataFrame, spread: dict | None = None) -> pd.DataFrame:
+    """experiment, claim, run, result, verdict: the three experiments of every run; `spread`
+    (run -> rerun_spread.read's pairs) judges the cache sweeps over the reference runs."""
     rows = []
     for run in runs(metrics):
-        for part in (cache_rows, gc_rows, precision_rows):
-            rows += [{"run": run, **row} for row in part(metrics, run)]
+        found = cache_rows(metrics, run, (spread or {}).get(run))
+        found += gc_rows(metrics, run) + precision_rows(metrics, run)
+        rows += [{"run": run, **row} for row in found]
     return pd.DataFrame(rows, columns=COLUMNS)
 
 
