@@ -120,6 +120,11 @@ def test_summary_and_series_describe_every_point():
     assert rows["fits"] == [p.peak_mib <= 20.0 for p in result.points]
 
 
+def each(timing):
+    """A round function (autobatch.confirm's time_round) from one of a batch's timing."""
+    return lambda batches: [timing(batch) for batch in batches]
+
+
 def test_confirmation_rounds_overrule_one_slow_timing():
     """A slow spell on the largest fitting batch's one timing made the search pick another
     (run AM: B=108 at 251,617 tokens/s, B=64 289,623, B=109 318,343); the interleaved rounds
@@ -138,7 +143,7 @@ def test_confirmation_rounds_overrule_one_slow_timing():
         timed.append(batch)
         return Timing(batch, synthetic(batch).tokens_per_s, 1.0)
 
-    autobatch.confirm(result, again, rounds=3)
+    autobatch.confirm(result, each(again), rounds=3)
     assert timed == [32, 36, 36, 32, 32, 36]  # interleaved, the order alternating
     assert result.pick.batch == 36
     assert result.pick.tokens_per_s == pytest.approx(synthetic(36).tokens_per_s)
@@ -161,17 +166,24 @@ def test_rounds_in_a_slow_spell_are_replaced_and_left_out():
         rate = synthetic(batch).tokens_per_s * (100.0 if spelled > 1 and batch == 32 else 1.0)
         return Timing(batch, rate, spelled)
 
-    autobatch.confirm(result, again, rounds=3)
+    autobatch.confirm(result, each(again), rounds=3)
     assert len(result.rounds) == 8  # three rounds, one in a spell: a fourth replaces it
     assert autobatch.clean_rounds(result.rounds) == [True, False, True, True]
     assert result.pick.batch == 36
     assert autobatch.summary(result)["confirm_clean_rounds"] == 3
+    assert autobatch.series(result)["confirm_kept"] == [True, True, False, False] + [True] * 4
+    # judged against the run's reference probe where the spell log gave one: at 1.0 ms, a
+    # job whose probes all read 1.5 ms ran in a spell however alike they are
+    spelled_job = search(synthetic, budget_mib=20.0, max_batch=512)
+    autobatch.confirm(spelled_job, each(lambda b: Timing(b, 1.0, 1.5, 1.0)), rounds=2)
+    assert len(spelled_job.rounds) == 8 and not any(autobatch.clean_rounds(spelled_job.rounds))
+    assert autobatch.summary(spelled_job)["confirm_probe_reference_ms"] == 1.0
     # at most `rounds` more, however many spells
     spelled_all = search(synthetic, budget_mib=20.0, max_batch=512)
     probes = iter([1.0, 2.0] * 20)
-    autobatch.confirm(spelled_all, lambda b: Timing(b, 1.0, next(probes)), rounds=3)
+    autobatch.confirm(spelled_all, each(lambda b: Timing(b, 1.0, next(probes))), rounds=3)
     assert len(spelled_all.rounds) == 12 and not any(autobatch.clean_rounds(spelled_all.rounds))
-    assert autobatch.kept_timings(spelled_all.rounds) == spelled_all.rounds
+    assert autobatch.kept(spelled_all.rounds) == [True] * 12  # too few clean: all of them
 
 
 def test_nothing_to_confirm_with_one_fitting_point():
@@ -226,6 +238,41 @@ def test_autobatch_command_writes_a_record(tmp_path, monkeypatch):
     confirmed = record["series"]["confirm_batch"]
     assert len(confirmed) == 4 and confirmed.count(16) == 2 and len(set(confirmed)) == 2
     assert metrics["pick_batch"] in confirmed and metrics["confirm_rounds"] == 2
+
+
+def test_autobatch_command_waits_out_a_spell_before_a_round_and_logs_it(tmp_path, monkeypatch):
+    """With --spell-log, each confirmation round starts after the run's spell gate: the first
+    finds the host in a spell (3 ms against the log's 1 ms) and waits; the rounds are judged
+    against the log's reference, and the job logs its line (fastest probe, seconds waited)."""
+    import time
+
+    from rnnopt.experiments import autobatch as protocol
+    from rnnopt.measure import spells
+
+    monkeypatch.setattr(
+        protocol,
+        "step_peak",
+        lambda *a, **k: {"peak_mib": 1.0 + 0.25 * a[3].batch, "instrument": "f"},
+    )
+    gate_probes = [3.0, 3.0, 1.0]
+    monkeypatch.setattr(
+        spells, "speed_probe_ms", lambda: gate_probes.pop(0) if gate_probes else 1.0
+    )
+    monkeypatch.setattr(spells, "POLL_S", 0.0)
+    monkeypatch.setattr(protocol, "speed_probe_ms", lambda: 1.1)
+    log = tmp_path / "spells.log"
+    log.write_text("".join(f"1.0 0.0 {time.time()}\n" for _ in range(5)))
+    out = tmp_path / "autobatch.json"
+    argv = ["autobatch", *TINY, "--budget-mib", "5", "--max-batch", "64", "--out", str(out),
+            "--confirm-rounds", "2", "--spell-log", str(log)]  # fmt: skip
+    assert main(argv) == 0
+    record = read_record(out)
+    assert record["metrics"]["confirm_probe_reference_ms"] == 1.0
+    assert record["metrics"]["confirm_clean_rounds"] == 2
+    assert record["series"]["confirm_probe_ms"] == [1.1] * 4  # the slower of before and after
+    assert gate_probes == []  # the gate probed through the spell: 3.0, 3.0, then 1.0
+    assert len(log.read_text().splitlines()) == 6  # the job's line: its fastest probe
+    assert float(log.read_text().splitlines()[-1].split()[0]) == 1.0
 
 
 def test_autobatch_command_budget_too_small(tmp_path, monkeypatch, capsys):

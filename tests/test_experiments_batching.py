@@ -19,8 +19,8 @@ SHAPE = {"batch": 8, "seq_len": 4, "input_size": 2, "hidden_size": 3}
 def autobatch_record(
     measure, budget_mib=20.0, max_batch=256, status="ok", reason=None, again=None, rounds=5
 ):
-    """A record of the search over `measure`, confirmed by `again(batch) -> tokens/s` (called
-    once per round and contender) where given."""
+    """A record of the search over `measure`, confirmed by `again(batches) -> [Timing, ...]`
+    (one call a round) where given."""
     fields = dict(variant="numpy-lstm-fused", framework="numpy", cell="lstm", dtype="float32",
                   device="cpu", phase="step", threads=1, seed=0, config={}, env=ENV)  # fmt: skip
     if status != "ok":
@@ -113,11 +113,11 @@ def spelled_linear(batch):  # linear's points, but B=32's one timing far ahead o
 
 
 def rounds_of(rates: dict[int, list[float]], probes=None):
-    """again(batch) -> the next of that batch's given tokens/s, after the next of `probes`
-    (1 ms each without)."""
+    """again(batches) -> a round: the next of each batch's given tokens/s, with the next of
+    `probes` (1 ms each without)."""
     left = {batch: iter(values) for batch, values in rates.items()}
     probe = iter(probes or [1.0] * 100)
-    return lambda batch: Timing(batch, next(left[batch]), next(probe))
+    return lambda batches: [Timing(b, next(left[b]), next(probe)) for b in batches]
 
 
 def test_autobatch_verdict_reads_the_confirmation_rounds(tmp_path):
@@ -158,6 +158,12 @@ def test_autobatch_verdict_leaves_out_rounds_in_a_slow_spell(tmp_path):
     assert verdict.startswith("supported: the largest fitting batch B=36")
     result = frame[frame["experiment"] == PICK]["result"].iloc[0]
     assert "over 5 rounds (1 more left out: a slow spell)" in result
+    # every round in a spell: ten rounds (five more at most), and all of them kept
+    rates = {32: [0.9] * 10, 36: [1.0, 1.01] * 5}
+    record = autobatch_record(spelled_linear, again=rounds_of(rates, [1.0, 2.0] * 10))
+    frame, _, _ = table_of(tmp_path / "all", {"a/autobatch/x/cpu-float32.json": record})
+    result = frame[frame["experiment"] == PICK]["result"].iloc[0]
+    assert "over 10 rounds (10 in a slow spell, kept: too few without)" in result
 
 
 def test_budget_too_small_says_why(tmp_path):

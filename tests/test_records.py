@@ -159,3 +159,14 @@ def test_a_named_commit_overrides_the_checkouts_git(monkeypatch):
     finally:
         envinfo.git_state.cache_clear()
     assert state == {"commit": "d052a33570f758716ade1d986fe3bf5d657a34f2", "dirty": None}
+
+
+def test_the_fast_time_is_numpys_10th_percentile():
+    import numpy as np
+
+    from rnnopt.records import fast_ms
+
+    rng = np.random.default_rng(3)
+    for calls in (1, 2, 3, 7, 50):
+        samples = list(rng.lognormal(0, 0.2, calls))
+        assert fast_ms(samples) == pytest.approx(float(np.percentile(samples, 10)), rel=1e-12)

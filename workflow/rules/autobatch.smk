@@ -17,6 +17,7 @@ rule autobatch:
         threads=config["autobatch"]["threads"],
         min_time_s=config["autobatch"]["min_time_s"],
         confirm_rounds=config["autobatch"]["confirm_rounds"],
+        spells=spell_flags,
         seed=config["seed"],
         source=MEASURE_SOURCE,
     threads: all_cores
@@ -28,5 +29,5 @@ rule autobatch:
         "--input-size {params.input_size} --hidden-size {params.hidden_size} "
         "--budget-mib {params.budget_mib} --max-batch {params.max_batch} "
         "--threads {params.threads} --min-time-s {params.min_time_s} "
-        "--confirm-rounds {params.confirm_rounds} --seed {params.seed} "
+        "--confirm-rounds {params.confirm_rounds} {params.spells} --seed {params.seed} "
         "--out {output.record} > {log} 2>&1"

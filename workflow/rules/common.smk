@@ -152,8 +152,9 @@ def timing_flags(wildcards) -> str:
 
 
 def spell_flags(wildcards) -> str:
-    """The wait for a slow spell of the host to pass before a profile job's timing loop
-    (rnnopt.measure.spells): the run's spell log and config["timing"]'s limits."""
+    """The wait for a slow spell of the host to pass before a profile job's timing loop and
+    before each of autobatch's confirmation rounds (rnnopt.measure.spells): the run's spell
+    log and config["timing"]'s limits."""
     timing = config["timing"]
     return (
         f"--spell-log results/{wildcards.run}/spells.log "

@@ -6,10 +6,11 @@ tokens/s = B*T / the 10th-percentile call of the timing protocol (rnnopt.measure
 runner of the phase, then the peak by the headline memory instrument (rnnopt.measure.heap.
 step_peak: memray on CPU, torch.cuda on a GPU; a fresh variant and runner, apart from the
 timing). Then the largest fitting batch and the fastest other fitting point are timed again
-in --confirm-rounds rounds, one timing of each a round, and rounds in a slow spell of the host
-are replaced; the pick is the better of the two (rnnopt.experiments.autobatch.confirm). One
-record: every point tried, the rounds, the linear fit peak ~ a + b*B and the pick. A budget
-below the peak of B=1 is a record with status skipped and a one-line reason.
+in --confirm-rounds rounds, one timing of each a round (with --spell-log, each round after a
+wait for a slow spell to pass), and rounds in a slow spell of the host are replaced; the pick
+is the better of the two (rnnopt.experiments.autobatch.confirm). One record: every point
+tried, the rounds, the linear fit peak ~ a + b*B and the pick. A budget below the peak of B=1
+is a record with status skipped and a one-line reason.
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from __future__ import annotations
 from rnnopt.cli.common import (
     add_seed_argument,
     add_shape_arguments,
+    add_spell_arguments,
     add_threads_argument,
     add_timing_arguments,
     add_variant_arguments,
@@ -61,6 +63,7 @@ def register(subparsers) -> None:
         metavar="N",
         help="rounds of timings of the two contenders for the pick (default 5)",
     )
+    add_spell_arguments(parser)
     add_seed_argument(parser)
     parser.add_argument("--out", required=True, metavar="FILE.json", help="record to write")
     add_timing_arguments(parser)
@@ -79,7 +82,8 @@ def run(args) -> int:
         measurer = Measurer(args)
         fields = {"variant": measurer.variant}
         result = autobatch.search(measurer, args.budget_mib, args.max_batch)
-        result = autobatch.confirm(result, measurer.timing, args.confirm_rounds)
+        result = autobatch.confirm(result, measurer.time_round, args.confirm_rounds)
+        measurer.log_spells()
         if result.pick is not None:
             shape = measurer.shape(result.pick.batch).as_dict()
         else:

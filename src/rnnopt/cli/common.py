@@ -229,6 +229,30 @@ def verdict_settings(args) -> tuple[float, float, dict | None]:
     return threshold, confidence, spread
 
 
+def add_spell_arguments(parser) -> None:
+    """--spell-log, --spell-wait-s, --spell-budget-s: the wait for a slow spell of the host to
+    pass before timing (rnnopt.measure.spells; rnnopt.measure.profile.spell_gate)."""
+    parser.add_argument(
+        "--spell-log",
+        metavar="FILE",
+        help="the run's spell log (rnnopt.measure.spells): wait out a slow spell of the host "
+        "before the timing loop, judged against the probes the log holds; no waiting without",
+    )
+    parser.add_argument(
+        "--spell-wait-s",
+        type=non_negative_float,
+        default=5.0,
+        help="seconds this process waits for a slow spell to pass, at most (default 5)",
+    )
+    parser.add_argument(
+        "--spell-budget-s",
+        type=non_negative_float,
+        default=20.0,
+        help="seconds all processes of the run wait in any ten minutes, at most, as the log "
+        "sums them (default 20)",
+    )
+
+
 def add_timing_arguments(parser) -> None:
     parser.add_argument(
         "--min-time-s", type=positive_float, default=1.0, help="timed seconds, at least"

@@ -22,11 +22,11 @@ import argparse
 
 from rnnopt.cli.common import (
     add_measurement_arguments,
+    add_spell_arguments,
     add_timing_arguments,
     apply_variant_threads,
     check_variant_name,
     fill_template,
-    non_negative_float,
     non_negative_int,
     write_failure,
     write_measurement,
@@ -66,25 +66,7 @@ def register(subparsers) -> None:
         help="which of the independent processes timing this configuration this is (record "
         "field `process`; the workflow runs 0 .. timing.repeats-1, in passes)",
     )
-    parser.add_argument(
-        "--spell-log",
-        metavar="FILE",
-        help="the run's spell log (rnnopt.measure.spells): wait out a slow spell of the host "
-        "before the timing loop, judged against the probes the log holds; no waiting without",
-    )
-    parser.add_argument(
-        "--spell-wait-s",
-        type=non_negative_float,
-        default=5.0,
-        help="seconds this process waits for a slow spell to pass, at most (default 5)",
-    )
-    parser.add_argument(
-        "--spell-budget-s",
-        type=non_negative_float,
-        default=20.0,
-        help="seconds all processes of the run wait in any ten minutes, at most, as the log "
-        "sums them (default 20)",
-    )
+    add_spell_arguments(parser)
     parser.add_argument(
         "--native-only",
         action="store_true",

@@ -41,12 +41,12 @@ from rnnopt.errors import UserError
 from rnnopt.measure.contention import speed_probe_ms
 from rnnopt.measure.harness import VariantFailed, guard_calls, guarded, make_inputs, phase_call
 from rnnopt.measure.heap import step_peak
-from rnnopt.measure.profile import timing_budget
+from rnnopt.measure.profile import spell_gate, timing_budget
 from rnnopt.measure.spells import normal_probes
-from rnnopt.measure.timing import benchmark, fast_ms
+from rnnopt.measure.timing import benchmark
 from rnnopt.models.flops import Shape
 from rnnopt.models.variants import get_variant
-from rnnopt.records import status_of
+from rnnopt.records import fast_ms, status_of
 
 # At most this many model-guided probes between two midpoints: the bracket at least halves
 # every MODEL_PROBES_PER_MIDPOINT + 1 probes, however wrong the model.
@@ -67,12 +67,15 @@ class Point:
 
 
 class Timing(NamedTuple):
-    """One confirmation timing: the batch, its tokens/s and the speed probe just before it
-    (rnnopt.measure.contention.speed_probe_ms)."""
+    """One confirmation timing: the batch, its tokens/s, the slower of the speed probes just
+    before and just after it (rnnopt.measure.contention.speed_probe_ms), and the run's
+    reference probe it is judged against (rnnopt.measure.spells; None: none yet, the job's
+    own fastest probe then)."""
 
     batch: int
     tokens_per_s: float
     probe_ms: float
+    reference_ms: float | None = None
 
 
 @dataclass
@@ -186,20 +189,23 @@ def search(measure: Callable[[int], Point], budget_mib: float, max_batch: int) -
 
 
 def clean_rounds(timings: list[Timing]) -> list[bool]:
-    """Per round (two timings, in order) whether both of its probes read normal
-    (rnnopt.measure.spells.normal_probes over all of them): a round in a slow spell of the
-    host measures the spell."""
-    normal = normal_probes([t.probe_ms for t in timings])
+    """Per round (two timings, in order) whether both of its timings ran at the host's normal
+    speed (rnnopt.measure.spells.normal_probes): a round in a slow spell measures the spell."""
+    references = {t.reference_ms for t in timings if t.reference_ms}
+    reference = min(references) if references else None
+    normal = normal_probes([t.probe_ms for t in timings], reference)
     return [normal[k] and normal[k + 1] for k in range(0, len(timings) - 1, 2)]
 
 
-def confirm(result: Search, timing: Callable[[int], Timing], rounds: int) -> Search:
+def confirm(
+    result: Search, time_round: Callable[[tuple[int, int]], list[Timing]], rounds: int
+) -> Search:
     """Time the largest fitting batch and the fastest other fitting point of `result` again in
-    `rounds` rounds, each one timing of both, their order alternating from round to round;
-    while fewer than `rounds` rounds are clean (clean_rounds), up to `rounds` more. The pick
-    is the one whose timings in clean rounds have the higher geometric mean tokens/s (ties:
-    the smaller batch; all rounds where fewer than two are clean), and its tokens_per_s
-    becomes that mean. Nothing to confirm without a pick or another fitting point."""
+    `rounds` rounds (time_round: one timing of each, in the order given), their order
+    alternating from round to round; while fewer than `rounds` rounds are clean
+    (clean_rounds), up to `rounds` more. The pick is the one whose kept timings have the
+    higher geometric mean tokens/s (ties: the smaller batch), and its tokens_per_s becomes
+    that mean. Nothing to confirm without a pick or another fitting point."""
     largest = result.max_fitting_batch
     fitting = {p.batch: p for p in result.points if p.fits(result.budget_mib) and p.tokens_per_s}
     others = [p for batch, p in fitting.items() if batch != largest]
@@ -208,13 +214,12 @@ def confirm(result: Search, timing: Callable[[int], Timing], rounds: int) -> Sea
     other = max(others, key=lambda p: (p.tokens_per_s, -p.batch)).batch
     done = 0
     while done < rounds or (sum(clean_rounds(result.rounds)) < rounds and done < 2 * rounds):
-        for batch in (other, largest) if done % 2 == 0 else (largest, other):
-            result.rounds.append(timing(batch))
+        result.rounds += time_round((other, largest) if done % 2 == 0 else (largest, other))
         done += 1
-    kept = kept_timings(result.rounds)
+    used = [t for t, keep in zip(result.rounds, kept(result.rounds), strict=True) if keep]
     means = {
         batch: math.exp(
-            statistics.fmean(math.log(t.tokens_per_s) for t in kept if t.batch == batch)
+            statistics.fmean(math.log(t.tokens_per_s) for t in used if t.batch == batch)
         )
         for batch in (other, largest)
     }
@@ -223,13 +228,14 @@ def confirm(result: Search, timing: Callable[[int], Timing], rounds: int) -> Sea
     return result
 
 
-def kept_timings(timings: list[Timing]) -> list[Timing]:
-    """The timings of the clean rounds, or all of them where fewer than two rounds are clean
-    (a record the report then says rests on rounds in a spell)."""
+def kept(timings: list[Timing]) -> list[bool]:
+    """Per timing whether the pick rests on it: those of the clean rounds, or all of them
+    where fewer than two rounds are clean (a record the report then says rests on rounds in
+    a spell)."""
     clean = clean_rounds(timings)
     if sum(clean) < 2:
-        return list(timings)
-    return [t for k, t in enumerate(timings) if clean[k // 2]]
+        return [True] * len(timings)
+    return [clean[k // 2] for k in range(len(timings))]
 
 
 def summary(result: Search) -> dict:
@@ -254,23 +260,27 @@ def summary(result: Search) -> dict:
         "fit": {**fit, "predicted_max_batch": predicted} if fit else {},
         "confirm_rounds": len(result.rounds) // 2,
         "confirm_clean_rounds": sum(clean_rounds(result.rounds)),
+        "confirm_probe_reference_ms": next(
+            (t.reference_ms for t in result.rounds if t.reference_ms), None
+        ),
     }
 
 
 def series(result: Search) -> dict[str, list]:
     """Every point in the order tried, as parallel lists (the record's series), and the
-    confirmation rounds in the order timed (confirm_batch, confirm_tokens_per_s)."""
+    confirmation timings in the order timed (confirm_batch, confirm_tokens_per_s,
+    confirm_probe_ms, and confirm_kept: whether the pick rests on it: kept)."""
     rows = [asdict(p) | {"fits": p.fits(result.budget_mib)} for p in result.points]
     points = {
         key: [row[key] for row in rows] for key in ("batch", "tokens_per_s", "peak_mib", "fits")
     }
     if not result.rounds:
         return points
-    batches, rates, probes = (list(column) for column in zip(*result.rounds, strict=True))
     return points | {
-        "confirm_batch": batches,
-        "confirm_tokens_per_s": rates,
-        "confirm_probe_ms": probes,
+        "confirm_batch": [t.batch for t in result.rounds],
+        "confirm_tokens_per_s": [t.tokens_per_s for t in result.rounds],
+        "confirm_probe_ms": [t.probe_ms for t in result.rounds],
+        "confirm_kept": kept(result.rounds),
     }
 
 
@@ -281,6 +291,8 @@ class Measurer:
         self.args = args
         self.variant = guarded(get_variant, args.variant, dtype=args.dtype, device=args.device)
         self.instruments: set[str] = set()
+        self.gate = spell_gate(args)  # None without --spell-log
+        self.waited_s, self.fastest_probe_ms = 0.0, math.inf
 
     def shape(self, batch: int) -> Shape:
         return Shape(batch, self.args.seq_len, self.args.input_size, self.args.hidden_size)
@@ -299,13 +311,29 @@ class Measurer:
         print(f"  B={batch}: {tokens_per_s:.0f} tokens/s, peak {heap['peak_mib']:.2f} MiB")
         return Point(batch, tokens_per_s, heap["peak_mib"])
 
-    def timing(self, batch: int) -> Timing:
-        """One more timing of `batch`, after a speed probe (a confirmation round: no heap
-        peak)."""
-        probe = speed_probe_ms()
-        rate = self._tokens_per_s(self.shape(batch))
-        print(f"  confirm B={batch}: {rate:.0f} tokens/s, probe {probe:.2f} ms")
-        return Timing(batch, rate, probe)
+    def time_round(self, batches: tuple[int, int]) -> list[Timing]:
+        """One confirmation round: a wait for a slow spell to pass (with --spell-log), then one
+        timing of each batch in order, a speed probe before and after each (no heap peak)."""
+        if self.gate is not None:
+            probe, waited, reference = self.gate.wait()
+        else:
+            probe, waited, reference = speed_probe_ms(), 0.0, None
+        self.waited_s += waited
+        timings = []
+        for batch in batches:
+            rate = self._tokens_per_s(self.shape(batch))
+            after = speed_probe_ms()
+            self.fastest_probe_ms = min(self.fastest_probe_ms, probe, after)
+            timings.append(Timing(batch, rate, max(probe, after), reference))
+            print(f"  confirm B={batch}: {rate:.0f} tokens/s, probes {probe:.2f} {after:.2f} ms")
+            probe = after
+        return timings
+
+    def log_spells(self) -> None:
+        """This job's line in the run's spell log (with --spell-log, after its rounds): its
+        fastest probe and the seconds it waited, as a profile process logs them."""
+        if self.gate is not None and math.isfinite(self.fastest_probe_ms):
+            self.gate.record(self.fastest_probe_ms, self.waited_s)
 
     def _tokens_per_s(self, shape: Shape) -> float:
         args = self.args
@@ -324,6 +352,6 @@ class Measurer:
             keep_samples=True,
             **timing_budget(args),
         )
-        # the fast calls (timing.fast_ms), as the speedups' process times: a slow spell that
+        # the fast calls (records.fast_ms), as the speedups' process times: a slow spell that
         # covers part of a timing of a fraction of a second moves its median, and the pick
         return shape.tokens / (fast_ms(metrics["samples_ms"]) / 1e3)

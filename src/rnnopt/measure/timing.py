@@ -28,8 +28,6 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
-import numpy as np
-
 NOISY_IQR_OVER_MEDIAN = 0.10
 STABLE_TOLERANCE = 0.10
 
@@ -153,17 +151,6 @@ def quartiles(values: list[float]) -> tuple[float, float, float]:
         return ordered[0], ordered[0], ordered[0]
     q1, median, q3 = statistics.quantiles(ordered, n=4, method="inclusive")
     return q1, median, q3
-
-
-# The quantile of a process's calls that summarises it in speedups (docs/intervals.md): a slow
-# spell of the host adds time to the calls it hits, so the fast calls of a process are the
-# code's own cost; the median moves with the share of calls a spell hits.
-FAST_QUANTILE = 10
-
-
-def fast_ms(samples_ms: list[float]) -> float:
-    """The FAST_QUANTILE-th percentile of timed calls, ms (numpy's linear interpolation)."""
-    return float(np.percentile(samples_ms, FAST_QUANTILE))
 
 
 def summarize(samples_ns: list[int]) -> dict:

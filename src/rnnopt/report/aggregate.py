@@ -18,9 +18,8 @@ from pathlib import Path
 import pandas as pd
 
 from rnnopt.errors import UserError
-from rnnopt.measure.timing import FAST_QUANTILE, fast_ms
 from rnnopt.models.flops import SHAPE_KEYS
-from rnnopt.records import SCHEMA_ID, parse_record, read_text, validate
+from rnnopt.records import FAST_QUANTILE, SCHEMA_ID, fast_ms, parse_record, read_text, validate
 
 # The folders of profile records: the passes', and the top-up's more processes of the same jobs
 # for the verdicts the passes left undecided (rnnopt topup).

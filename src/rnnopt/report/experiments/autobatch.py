@@ -11,7 +11,6 @@ import matplotlib.ticker  # noqa: E402
 import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
 
-from rnnopt.experiments.autobatch import Timing, clean_rounds, kept_timings  # noqa: E402
 from rnnopt.report import wide  # noqa: E402
 from rnnopt.report.experiments.rows import number  # noqa: E402
 from rnnopt.report.figures import NoData  # noqa: E402
@@ -43,7 +42,7 @@ def autobatch_rows(row, points: pd.DataFrame, rounds: pd.DataFrame | None = None
         + f", peak {row['pick_peak_mib']:.2f} MiB; largest fitting B={largest}; "
         f"{int(row['points_tried'])} points"
     )
-    confirmed = _confirmed(rounds, largest)
+    confirmed = _confirmed(row, rounds, largest)
     if confirmed is not None:
         other, interval, how = confirmed
         result += (
@@ -86,34 +85,31 @@ def autobatch_rows(row, points: pd.DataFrame, rounds: pd.DataFrame | None = None
 SUPPORTED = "supported: the largest fitting batch B={largest} is (within 5%) the fastest"
 
 
-def _confirmed(rounds: pd.DataFrame | None, largest: int):
+def _confirmed(row, rounds: pd.DataFrame | None, largest: int):
     """(the other contender's batch, its tokens/s over the largest fitting batch's with the
-    interval over the rounds, paired by round, and how the rounds were kept: a phrase) from
-    the confirmation timings; None without them. Rounds in a slow spell are left out as the
-    experiment left them out (rnnopt.experiments.autobatch.kept_timings)."""
+    interval over the rounds the pick rests on, paired by round, and a phrase saying which
+    rounds those are) from the confirmation timings (rounds_of); None without them."""
     if rounds is None or rounds.empty or largest not in set(rounds["batch"]):
         return None
     others = set(rounds["batch"]) - {largest}
     if len(others) != 1 or len(rounds) % 2:
         return None
     other = others.pop()
-    timings = [Timing(int(r.batch), r.tokens_per_s, r.probe_ms) for r in rounds.itertuples()]
-    kept = kept_timings(timings)
-    pairs = [
-        sorted(kept[k : k + 2], key=lambda t: t.batch != other) for k in range(0, len(kept), 2)
-    ]
-    interval = paired_ratio_interval(
-        [a.tokens_per_s for a, _ in pairs], [b.tokens_per_s for _, b in pairs]
+    used = rounds[rounds["kept"]].reset_index(drop=True)
+    by_round = used.assign(round=used.index // 2).pivot(
+        index="round", columns="batch", values="tokens_per_s"
     )
+    interval = paired_ratio_interval(by_round[other], by_round[largest])
     if interval is None:
         return None
-    total, clean = len(timings) // 2, sum(clean_rounds(timings))
-    if clean == total:
-        how = f"{total} rounds"
-    elif len(kept) < len(timings):
-        how = f"{clean} rounds ({total - clean} more left out: a slow spell)"
+    total, kept_rounds = len(rounds) // 2, len(used) // 2
+    clean = number(row.get("confirm_clean_rounds"))
+    if kept_rounds < total:
+        how = f"{kept_rounds} rounds ({total - kept_rounds} more left out: a slow spell)"
+    elif clean is not None and clean < total:
+        how = f"{total} rounds ({total - int(clean)} in a slow spell, kept: too few without)"
     else:
-        how = f"{total} rounds ({total - clean} in a slow spell, kept: too few without)"
+        how = f"{total} rounds"
     return other, interval, how
 
 
@@ -137,6 +133,7 @@ ROUND_SERIES = {
     "confirm_batch": "batch",
     "confirm_tokens_per_s": "tokens_per_s",
     "confirm_probe_ms": "probe_ms",
+    "confirm_kept": "kept",
 }
 
 
@@ -151,10 +148,10 @@ def points_of(series: pd.DataFrame, source: str) -> pd.DataFrame:
 
 
 def rounds_of(series: pd.DataFrame, source: str) -> pd.DataFrame:
-    """batch, tokens_per_s, probe_ms of one autobatch record's confirmation timings, in the
-    order timed (empty in a record before them)."""
+    """batch, tokens_per_s, probe_ms, kept (whether the pick rests on it) of one autobatch
+    record's confirmation timings, in the order timed (empty in a record before them)."""
     rounds = _pivot(series, source, ROUND_SERIES).rename(columns=ROUND_SERIES).dropna()
-    return rounds.astype({"batch": int})
+    return rounds.astype({"batch": int, "kept": bool})
 
 
 def autobatch_figure(metrics: pd.DataFrame, series: pd.DataFrame):
