@@ -16,14 +16,15 @@ Search (every probe is one call of the injected `measure(batch) -> Point`):
    search never claims a batch it did not measure.
 4. Confirmation (`confirm`): one timing of a point is a fraction of a second, and a slow spell
    of the host within it decides the pick: of 26 runs of one host, two picked B=64 over the
-   largest fitting B=108 at 1.10-1.15x, where B=108 had measured 0.91x of B=64 in the rest
-   (run AM: B=108 251,617 tokens/s, B=109 next to it 318,343). So the largest fitting batch
-   and the fastest other fitting point are timed again in rounds, one timing of each a round,
-   the order alternating, each after a speed probe; a round whose probe reads a slow spell
-   does not count, and up to as many rounds again replace such rounds. The pick is the one
-   with the higher geometric mean over the clean rounds. The timings are kept (series
-   confirm_batch, confirm_tokens_per_s, confirm_probe_ms): the report's verdict reads the
-   interval of their ratio, paired by round.
+   largest fitting B=108 at 1.10-1.15x, where B=64 had measured about 0.91x of B=108 in the
+   rest (run AM: B=108 251,617 tokens/s, B=109 next to it 318,343). So the largest fitting
+   batch and the fastest other fitting point are timed again in rounds, one timing of each a
+   round, the order alternating, each round after the run's spell gate and each timing between
+   two speed probes; a round whose probes read a slow spell does not count, and up to as many
+   rounds again replace such rounds. The pick is the one with the higher geometric mean over
+   the kept rounds. The timings are kept (series confirm_batch, confirm_tokens_per_s,
+   confirm_probe_ms, confirm_kept): the report's verdict reads the interval of their ratio,
+   paired by round.
 
 The memory model is reported with every point tried, so the choice can be checked.
 """

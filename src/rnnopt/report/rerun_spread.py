@@ -23,8 +23,12 @@ their random-effects pooled log speedup and its standard error (intervals.pooled
 a later run's verdict reads where that run agrees with them (intervals.with_reference;
 docs/intervals.md, "Verdicts from the reference runs").
 
+The weights-vs-cache sweeps' verdict is judged the same way: each sweep's ratio of its best
+point beyond L3 to its best inside is a row too, keyed by the sweep (cache.sweep_key), without
+readings (its verdict's bound is its own, not the threshold rule's).
+
 The file (CSV) holds one row per run name and pair: run, candidate, baseline (the pair's jobs,
-outcomes.job_text), runs (K), run_sd_log (tau), within_se_log (the root mean s_k^2),
+outcomes.job_text; a sweep's key), runs (K), run_sd_log (tau), within_se_log (the root mean s_k^2),
 speedup_low / speedup_high (the K runs' smallest and largest speedup), mean_log / mean_se_log
 (the pooled log speedup and its standard error), and reads_faster, reads_slower, reads_same,
 reads_inconclusive (how many of the K runs read the pair so). A file written before the pooled

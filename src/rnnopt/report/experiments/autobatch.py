@@ -82,7 +82,10 @@ def autobatch_rows(row, points: pd.DataFrame, rounds: pd.DataFrame | None = None
     ]
 
 
-SUPPORTED = "supported: the largest fitting batch B={largest} is (within 5%) the fastest"
+SUPPORTED = (
+    "supported: the largest fitting batch B={largest} is (within "
+    + f"{SAME_THROUGHPUT:.0%}) the fastest"
+)
 
 
 def _confirmed(row, rounds: pd.DataFrame | None, largest: int):

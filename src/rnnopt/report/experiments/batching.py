@@ -24,10 +24,12 @@ from rnnopt.report.wide import NONE
 
 ABOUT = (
     "Automatic batch size: every batch tried (doubling, then probes guided by a linear fit of "
-    "the peak against B), tokens/s by the timing protocol, peak heap by rnnopt.measure.heap; "
-    "the pick is the faster of the largest fitting batch and the fastest other fitting one, "
-    "each timed again in interleaved rounds (autobatch.confirm_rounds; the interval of their "
-    "ratio is over those rounds, in one process). Variable-length batching: one dataset "
+    "the peak against B), tokens/s from the 10th-percentile call of the timing protocol, peak "
+    "heap by rnnopt.measure.heap; the pick is the faster of the largest fitting batch and the "
+    "fastest other fitting one, each timed again in interleaved rounds (autobatch."
+    "confirm_rounds, each after the run's spell gate; a round in a slow spell is left out and "
+    "replaced; the interval of their ratio is over the kept rounds, paired by round, in one "
+    "process). Variable-length batching: one dataset "
     "trained three ways from the same weights, an epoch being one step over every batch. Verdicts: "
     f"the largest fitting batch within {SAME_THROUGHPUT:.0%} of the fastest (supported when the "
     "other contender's tokens/s over the largest's has its whole interval at most "
