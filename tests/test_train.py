@@ -9,7 +9,7 @@ import torch
 from rnnopt import get_variant
 from rnnopt.cli import main
 from rnnopt.models.variants import variant_class
-from rnnopt.records import read_record
+from rnnopt.records import fast_ms, read_record
 from rnnopt.report.verdicts import LEARNED_RATIO
 from rnnopt.train import data
 from rnnopt.train.heads import head_loss
@@ -234,6 +234,10 @@ def test_cli_writes_a_valid_train_record(dataset_path, tmp_path):
     assert record["series"]["eval_step"] == [0, 4, 6]  # --eval-every 4, and after the last
     assert metrics["steps_completed"] == 6 and 0 <= metrics["clip_fraction"] <= 1
     assert metrics["tokens_per_s"] > 0
+    # the 10th percentile of the steps after the warm-up (records.fast_ms), at most their median
+    timed = record["series"]["step_time_ms"][3:]
+    assert metrics["time_per_step_q10_ms"] == pytest.approx(fast_ms(timed))
+    assert metrics["time_per_step_q10_ms"] <= metrics["time_per_step_ms"]
     assert len(record["series"]["loss"]) == len(record["series"]["grad_norm"]) == 6
 
 
@@ -243,7 +247,7 @@ def test_cli_untimed_leaves_the_timing_out(dataset_path, tmp_path):
     assert cli(dataset_path, out, *extra) == 0
     record = read_record(out)
     assert record["status"] == "ok"
-    for key in ("time_per_step_ms", "first_step_ms", "tokens_per_s"):
+    for key in ("time_per_step_ms", "time_per_step_q10_ms", "first_step_ms", "tokens_per_s"):
         assert key not in record["metrics"], key
     assert "step_time_ms" not in record["series"]
     assert len(record["series"]["loss"]) == record["metrics"]["steps_completed"] == 6

@@ -87,7 +87,7 @@ def register(subparsers) -> None:
 
 # Metrics (and the step_time_ms series) that mean something only when the job had the CPU
 # to itself.
-TIMING_METRICS = ("time_per_step_ms", "first_step_ms", "tokens_per_s")
+TIMING_METRICS = ("time_per_step_ms", "time_per_step_q10_ms", "first_step_ms", "tokens_per_s")
 
 
 def run(args) -> int:

@@ -219,7 +219,8 @@ COMPARISONS: tuple[Comparison, ...] = (
         criteria=("stability",),
         about=(
             "one high learning rate with and without clipping; speedup: step time without / "
-            "with, where both runs took every step (a diverged run's first steps are warm-up)"
+            "with (each run's 10th-percentile step), where both runs took every step (a "
+            "diverged run's first steps are warm-up)"
         ),
     ),
     Comparison(
@@ -229,7 +230,10 @@ COMPARISONS: tuple[Comparison, ...] = (
         Side(setting="accum-1x*"),
         method="accumulation",
         criteria=("learned", "memory", "same_loss"),
-        about="K micro-batches vs one batch of the same size; speedup: step time of one / of K",
+        about=(
+            "K micro-batches vs one batch of the same size; speedup: step time of one / of K "
+            "(each run's 10th-percentile step)"
+        ),
     ),
     Comparison(
         "batch-size choice",
@@ -238,6 +242,6 @@ COMPARISONS: tuple[Comparison, ...] = (
         Side(setting="batch-*"),
         method="batch_size",
         criteria=("learned", "throughput"),
-        about="tokens/s of the best batch size vs the smallest",
+        about="tokens/s of the best batch size vs the smallest (each run's 10th-percentile step)",
     ),
 )

@@ -425,12 +425,23 @@ def _clipping_cost(outcome: Outcome, off, on) -> None:
     stopped = off["steps_completed"]
     if pd.notna(stopped) and stopped != on["steps_completed"]:
         outcome.notes.append(f"no step time compared: clip-off stopped after {stopped:.0f} steps")
-    elif pd.notna(off["time_per_step_ms"]) and pd.notna(on["time_per_step_ms"]):
-        cost = off["time_per_step_ms"] / on["time_per_step_ms"]
-        outcome.speedup = Interval(cost)
+    elif pd.notna(step_ms(off)) and pd.notna(step_ms(on)):
+        outcome.speedup = Interval(step_ms(off) / step_ms(on))
 
 
 ACCUMULATION = re.compile(r"accum-(\d+)x(\d+)")
+
+
+def step_ms(row) -> float:
+    """A training run's time per step as the speed comparisons divide it: its fast steps
+    (time_per_step_q10_ms), as a profile process's calls; the median in a record before it."""
+    fast = row.get("time_per_step_q10_ms")
+    return row["time_per_step_ms"] if fast is None or pd.isna(fast) else fast
+
+
+def tokens_per_s(row) -> float:
+    """A training run's tokens/s at step_ms's time per step."""
+    return row["tokens_per_s"] * row["time_per_step_ms"] / step_ms(row)
 
 
 def measure_accumulation(comparison: Comparison, data: RunData, run: str) -> Outcome:
@@ -443,8 +454,7 @@ def measure_accumulation(comparison: Comparison, data: RunData, run: str) -> Out
         return outcome
     one, many = one.iloc[0], many.iloc[0]
     micro, total = int(many["batch"]), int(one["batch"])
-    cost = one["time_per_step_ms"] / many["time_per_step_ms"]
-    outcome.speedup = Interval(cost)
+    outcome.speedup = Interval(step_ms(one) / step_ms(many))
     outcome.loss_change = relative_change(
         pd.Series([many["heldout_loss"]]), pd.Series([one["heldout_loss"]])
     )
@@ -465,9 +475,9 @@ def measure_batch_size(comparison: Comparison, data: RunData, run: str) -> Outco
     if runs["batch"].nunique() < 2:
         outcome.missing.append("fewer than two batch sizes trained")
         return outcome
-    smallest = runs.loc[runs["batch"].idxmin()]
-    best = runs.loc[runs["tokens_per_s"].idxmax()]
-    gain = best["tokens_per_s"] / smallest["tokens_per_s"]
+    rates = runs.apply(tokens_per_s, axis=1)
+    smallest, best = runs.loc[runs["batch"].idxmin()], runs.loc[rates.idxmax()]
+    gain = rates[best.name] / rates[smallest.name]
     outcome.throughput_ratio = gain
     outcome.speedup = Interval(gain)
     outcome.speed_text = f"B={best['batch']}: {gain:.2f}x tokens/s of B={smallest['batch']}"

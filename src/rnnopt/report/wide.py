@@ -33,6 +33,7 @@ USED_METRICS = (
     "heldout_loss_ratio",
     "steps_completed",
     "time_per_step_ms",
+    "time_per_step_q10_ms",
     "clip_fraction",
     "passed",
     "tolerance",
@@ -61,6 +62,7 @@ GEOMETRIC_METRICS = (
     "tokens_per_s",
     "peak_fraction",
     "time_per_step_ms",
+    "time_per_step_q10_ms",
 )
 # What tells one timed configuration (a job) from another: every descriptive column but the
 # process and what may differ between its processes.
