@@ -206,13 +206,18 @@ def autobatch_figure(metrics: pd.DataFrame, series: pd.DataFrame):
             row["budget_mib"], color="tab:red", ls="--", label=f"budget {row['budget_mib']:g} MiB"
         )
         top.set_title(
-            f"{row['run']}: {wide.label(row)} {row['phase']}, "
-            f"T={row['seq_len']} I={row['input_size']} H={row['hidden_size']}"
+            f"{row['run']}:\n{wide.label(row)} {row['phase']}, "
+            f"T={row['seq_len']} I={row['input_size']} H={row['hidden_size']}",
+            fontsize=9,
         )
-        top.set_ylabel("tokens/s (timing protocol)")
+        # records with confirmation rounds time each point by its fast calls, older ones by
+        # their median call
+        fast = not rounds_of(series, row["source"]).empty
+        top.set_ylabel(f"tokens/s ({'10th-percentile' if fast else 'median'} call)")
         bottom.set_ylabel("peak heap, MiB (rnnopt.measure.heap)")
         bottom.set_xlabel("batch size B (log scale)")
         top.legend(fontsize=7)
         bottom.legend(fontsize=7)
-    fig.suptitle("Automatic batch size: every measured point, the budget and the pick")
+    title = "Automatic batch size: every point measured,\nthe budget and the pick"
+    fig.suptitle(title, fontsize=11)
     return fig
