@@ -219,9 +219,7 @@ def confirm(
         done += 1
     used = [t for t, keep in zip(result.rounds, kept(result.rounds), strict=True) if keep]
     means = {
-        batch: math.exp(
-            statistics.fmean(math.log(t.tokens_per_s) for t in used if t.batch == batch)
-        )
+        batch: statistics.geometric_mean(t.tokens_per_s for t in used if t.batch == batch)
         for batch in (other, largest)
     }
     best = max(means, key=lambda batch: (means[batch], -batch))

@@ -119,6 +119,11 @@ class Interval:
             f"reference runs, this run {self.text(digits)}"
         )
 
+    def against_reference(self) -> str:
+        """'1.10x (1.08-1.12) against 1.052x (1.047-1.057)': this run's interval beside the
+        reference runs' pooled one (with_reference), where it differs from them."""
+        return f"{self} against {self.reference.text(3)}"
+
     def digits_apart(self, bound: float, fewest: int = 2) -> int:
         """The fewest decimals (at least `fewest`, at most 6) at which neither end of this
         interval prints as `bound`: 0.6996 < 0.7 would print "0.700 < 0.7" at three."""
@@ -127,6 +132,16 @@ class Interval:
             if all(f"{end:.{digits}f}" != f"{bound:.{digits}f}" for end in ends):
                 return digits
         return 6
+
+
+def differs_from_reference(runs: int, against: Sequence[str]) -> str:
+    """What a verdict judged on its own run says where that run differs from `runs` reference
+    runs (with_reference's agrees False): each of `against` (Interval.against_reference,
+    labelled where there are several)."""
+    return (
+        f" (this run differs from this host's {runs} reference runs, "
+        f"{'; '.join(against)}: judged on its own)"
+    )
 
 
 def _logs(values: Sequence[float]) -> np.ndarray:

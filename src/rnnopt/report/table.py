@@ -7,7 +7,7 @@ import pandas as pd
 
 from rnnopt.report import wide
 from rnnopt.report.comparisons import COMPARISONS, Comparison
-from rnnopt.report.intervals import CONFIDENCE, THRESHOLD, classify
+from rnnopt.report.intervals import CONFIDENCE, THRESHOLD, classify, differs_from_reference
 from rnnopt.report.outcomes import Outcome, RunData, job_text, measure
 from rnnopt.report.roofline import bound_text, roofline_points
 from rnnopt.report.verdicts import (
@@ -134,15 +134,12 @@ def differs_note(outcome: Outcome) -> str:
         s = one.speedup
         if s is None or s.agrees is not False or s.reference is None:
             continue
-        parts.append(f"at {label}: " * bool(label) + f"{s} against {s.reference.text(3)}")
+        parts.append(f"at {label}: " * bool(label) + s.against_reference())
     if not parts:
         return ""
     shapes = outcome.by_shape.values() or [outcome]
     runs = max(o.speedup.reference_runs for o in shapes if o.speedup is not None)
-    return (
-        f" (this run differs from this host's {runs} reference runs, "
-        f"{'; '.join(parts)}: judged on its own)"
-    )
+    return differs_from_reference(runs, parts)
 
 
 def _cells(

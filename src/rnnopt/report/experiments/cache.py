@@ -13,7 +13,7 @@ import seaborn as sns  # noqa: E402
 
 from rnnopt.report import wide  # noqa: E402
 from rnnopt.report.experiments.rows import first_run, format_bytes, missing_row, number, ok_records  # noqa: E402
-from rnnopt.report.intervals import Interval, ratio_interval  # noqa: E402
+from rnnopt.report.intervals import Interval, differs_from_reference, ratio_interval  # noqa: E402
 from rnnopt.report.roofline import roofline_points  # noqa: E402
 from rnnopt.report.verdicts import (  # noqa: E402
     CACHE_DROP,
@@ -164,8 +164,9 @@ def cache_verdict(points: pd.DataFrame, spread: dict | None = None) -> tuple[str
         where = "beyond" if (points["level"] != "beyond L3").all() else "inside"
         return result, f"not measured here: no hidden size with W_hh {where} L3"
     interval = ratio_of_best(points, *best)
-    if interval is not None and spread and sweep_key(points) in spread:
-        interval = spread[sweep_key(points)].applied(interval)
+    reference = spread.get(sweep_key(points)) if spread else None
+    if interval is not None and reference is not None:
+        interval = reference.applied(interval)
     beyond, inside = points.at[best[0], "gflops"], points.at[best[1], "gflops"]
     ratio = interval.judged.median if interval is not None else beyond / inside
     shown = str(interval) if interval is not None else f"{ratio:.2f}x"
@@ -192,10 +193,7 @@ def cache_verdict(points: pd.DataFrame, spread: dict | None = None) -> tuple[str
     else:
         verdict = f"inconclusive: {named} crosses the {CACHE_DROP} that makes a drop"
     if interval is not None and interval.agrees is False:
-        verdict += (
-            f" (this run differs from this host's {interval.reference_runs} reference runs, "
-            f"{interval} against {interval.reference.text(3)}: judged on its own)"
-        )
+        verdict += differs_from_reference(interval.reference_runs, [interval.against_reference()])
     if predicted is not None:
         drop_predicted = predicted < CACHE_DROP
         verdict += (
