@@ -207,6 +207,9 @@ def test_autobatch_command_writes_a_record(tmp_path, monkeypatch):
         return {"peak_mib": 1.0 + 0.25 * shape.batch, "instrument": "fake"}
 
     monkeypatch.setattr(protocol, "step_peak", fake_peak)  # the Measurer's instrument
+    # a steady speed probe: a slow spell of the host while the test runs would otherwise add
+    # rounds (make test met one: probes of 1.02 then 1.37 ms, four rounds instead of two)
+    monkeypatch.setattr(protocol, "speed_probe_ms", lambda: 1.0)
     out = tmp_path / "autobatch.json"
     assert (
         main(
