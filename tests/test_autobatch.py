@@ -186,6 +186,19 @@ def test_rounds_in_a_slow_spell_are_replaced_and_left_out():
     assert autobatch.kept(spelled_all.rounds) == [True] * 12  # too few clean: all of them
 
 
+@pytest.mark.parametrize(
+    ("clean", "kept_timings"), [(2, [True] * 20), (5, [True] * 10 + [False] * 10)]
+)
+def test_a_job_mostly_in_a_spell_keeps_every_round(clean, kept_timings):
+    """Ten rounds, the first `clean` at the normal probe: two clean rounds of ten are no better
+    a sample than the rest (a paired interval on one degree of freedom), so all are kept;
+    five of ten are half: those alone."""
+    probes = [1.0 if k < 2 * clean else 2.0 for k in range(20)]
+    timings = [Timing(b, 1.0, p) for b, p in zip([32, 36] * 10, probes, strict=True)]
+    assert sum(autobatch.clean_rounds(timings)) == clean
+    assert autobatch.kept(timings) == kept_timings
+
+
 def test_nothing_to_confirm_with_one_fitting_point():
     result = search(lambda b: Point(b, 1.0, float(b)), budget_mib=1.5, max_batch=8)
     assert [p.batch for p in result.points if p.fits(1.5)] == [1]

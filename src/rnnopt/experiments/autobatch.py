@@ -229,10 +229,13 @@ def confirm(
 
 def kept(timings: list[Timing]) -> list[bool]:
     """Per timing whether the pick rests on it: those of the clean rounds, or all of them
-    where fewer than two rounds are clean (a record the report then says rests on rounds in
-    a spell)."""
+    where the clean rounds are not at least half of them, and two (a record the report then
+    says rests on rounds in a spell). A spell is a departure from the host's usual speed; in
+    a job that spent most of its rounds in one, the few clean rounds are no better a sample
+    (a run here kept 2 of 10: a paired interval on one degree of freedom, 0.83-1.06x, where
+    all ten read 0.91x, 0.85-0.98), and a round's two timings share its spell."""
     clean = clean_rounds(timings)
-    if sum(clean) < 2:
+    if sum(clean) < max(2, len(clean) / 2):
         return [True] * len(timings)
     return [clean[k // 2] for k in range(len(timings))]
 
