@@ -155,6 +155,10 @@ def test_no_process_starts_that_the_budget_cannot_hold(tmp_path, capsys):
     topup(run, 19, 20, 0.05, 0.95, measure=slow, clock=lambda: now[0])
     assert calls == []
     assert "no step fits in the 19 s left" in capsys.readouterr().out
+    # the budget counts from the command's start: 10 s spent reading and judging the run
+    topup(run, 29, 20, 0.05, 0.95, measure=slow, clock=lambda: now[0], start=now[0] - 10.0)
+    assert calls == []
+    assert "no step fits in the 19 s left" in capsys.readouterr().out
     topup(run, 47, 20, 0.05, 0.95, measure=slow, clock=lambda: now[0])
     assert len(calls) == 2  # one step of 24 s; a second, now known to cost 24 s, would not fit
     out = capsys.readouterr().out

@@ -315,6 +315,7 @@ def topup(
     measure=measure_one,
     clock=time.monotonic,
     has_device=device_here,
+    start: float | None = None,
 ) -> list:
     """Steps of one more process per job of an undecided verdict (or, for any speed verdict,
     per job that a slow spell left short: `replacement`), until none is undecided or short,
@@ -326,10 +327,13 @@ def topup(
     is not kept waiting by one that sits on the threshold; verdicts that the cap would not
     decide either go last, the one with the fewest seconds so far first. The projection only
     orders the steps: from three processes it is too unsure to leave a verdict out (a slow
-    spell in one process makes a clear 1.1x look out of reach; docs/intervals.md)."""
+    spell in one process makes a clear 1.1x look out of reach; docs/intervals.md). The budget
+    counts from `start` (the command's start: reading the run's records and judging its
+    verdicts are part of what the top-up costs the run), else from now."""
     from rnnopt.report.undecided import speed_verdicts
 
-    start, costs, spent = clock(), Costs(run), {}
+    start = clock() if start is None else start
+    costs, spent = Costs(run), {}
     settings = {"max_processes": max_processes, "threshold": threshold, "confidence": confidence}
     while True:
         verdicts = speed_verdicts(run.metrics, threshold, confidence, spread)
@@ -378,6 +382,8 @@ def run(args) -> int:
         records.folder.mkdir(parents=True, exist_ok=True)
     except OSError as error:
         raise UserError(f"{records.folder}: cannot write ({error.strerror or error})") from None
-    left = topup(records, args.budget_s, args.max_processes, threshold, confidence, spread)
+    left = topup(
+        records, args.budget_s, args.max_processes, threshold, confidence, spread, start=started
+    )
     print(f"rnnopt topup: {time.monotonic() - started:.0f} s; {len(left)} verdicts undecided")
     return 0
