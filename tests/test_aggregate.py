@@ -244,11 +244,14 @@ class Results:
         env=ENV,
         task="adding",
         steps=20,
+        fast_ms=None,
+        process=None,
     ):
         metrics = {
             "final_loss": final_loss,
             "baseline_loss": 0.17,
             "time_per_step_ms": time_ms,
+            **({"time_per_step_q10_ms": fast_ms} if fast_ms is not None else {}),
             "tokens_per_s": batch * 30 / (time_ms / 1e3),
             "clip_fraction": clip_fraction,
             "steps_completed": steps,
@@ -259,9 +262,10 @@ class Results:
             metrics |= {"heldout_loss": final_loss, "heldout_baseline_loss": 0.17}
             metrics["heldout_loss_ratio"] = final_loss / 0.17
             series |= {"eval_step": [0, 10, 20], "heldout_loss": [1.0, 0.5, final_loss]}
+        name = "cpu-float32" if process is None else f"cpu-float32-p{process}"
         self.write(
             run,
-            f"train/{task}/{setting}/{variant}/cpu-float32.json",
+            f"train/{task}/{setting}/{variant}/{name}.json",
             "train",
             env=env,
             variant=variant,
@@ -272,6 +276,7 @@ class Results:
             shape={"batch": batch, "seq_len": 30, "input_size": 2, "hidden_size": 32},
             threads=1,
             series=series,
+            **({"process": process} if process is not None else {}),
         )
 
     def verify(

@@ -2,14 +2,17 @@
 
 from __future__ import annotations
 
+import math
 import re
 
 import matplotlib.image
+import numpy as np
 import pandas as pd
 import pytest
+from scipy import stats
 
 from rnnopt.cli import main
-from rnnopt.report import table
+from rnnopt.report import table, wide
 from rnnopt.report.aggregate import collect
 from rnnopt.report.build import build
 from rnnopt.report.comparisons import COMPARISONS, Comparison, Side
@@ -17,7 +20,7 @@ from rnnopt.report.figures import FIGURES, draw_all
 from rnnopt.report.intervals import Interval
 from rnnopt.report.outcomes import Outcome, measure
 from rnnopt.report.verdicts import verdict
-from tests.test_aggregate import CPU_RUN, ENV, GPU_RUN, write_results
+from tests.test_aggregate import CPU_RUN, ENV, GPU_RUN, Results, write_results
 
 
 @pytest.fixture(scope="module")
@@ -81,10 +84,19 @@ def test_training_experiments(comparison):
     assert cell(comparison, "gradient clipping", GPU_RUN, "verdict").startswith("not measured")
 
 
+def set_step_times(train: pd.DataFrame, setting: str, times) -> None:
+    """The step times of a training run's processes (what wide.collapse_train_processes
+    reads from its records)."""
+    train["process_times"] = train["process_times"].astype(object)
+    for row in train.index[train["setting"] == setting]:
+        train.at[row, "process_times"] = tuple(times)
+
+
 def test_clipping_compares_step_times_when_both_runs_took_every_step(frames):
     data = table.run_data(frames[0])[CPU_RUN]
     clip_off = data.train["setting"] == "clip-off"
-    data.train.loc[clip_off, ["status", "steps_completed", "time_per_step_ms"]] = ["ok", 20, 11.0]
+    data.train.loc[clip_off, ["status", "steps_completed"]] = ["ok", 20]
+    set_step_times(data.train, "clip-off", [11.0])
     data.train.loc[clip_off, "heldout_loss"] = 0.1
     clipping = next(c for c in COMPARISONS if c.method == "clipping")
     outcome = measure(clipping, data, CPU_RUN)
@@ -92,30 +104,80 @@ def test_clipping_compares_step_times_when_both_runs_took_every_step(frames):
     assert outcome.stability == (True, "clip-on reached a lower held-out loss")
 
 
-def test_training_speeds_divide_each_runs_fast_steps_where_the_records_have_them(frames):
+def test_a_training_run_is_one_row_with_its_processes_step_times(tmp_path):
     """A training run's median step moved 0.91-1.25 ms from run to run for one job, its 10th
-    percentile 0.89-0.91: the clipping, accumulation and batch-size rows divide the latter
-    where the record has it (time_per_step_q10_ms), the median in a record before it."""
+    percentile 0.89-0.91: a process counts by its fast steps (time_per_step_q10_ms) where the
+    record has them, by its median step in a record before them; the batch-size runs train in
+    several processes, one row each run."""
+    results = Results(tmp_path / "results")
+    for process, (median, fast) in enumerate(((2.5, 2.4), (2.7, 2.6), (2.6, None))):
+        results.train(
+            CPU_RUN, "batch-16", "torch-lstm-nn", 0.04, batch=16, time_ms=median,
+            fast_ms=fast, process=process,
+        )  # fmt: skip
+    results.train(CPU_RUN, "clip-on", "torch-lstm-nn", 0.04, time_ms=6.0)  # before --process
+    metrics = collect(tmp_path / "results")[0]
+    each = wide.records(metrics, "train", per_process=True)
+    assert sorted(each["process"]) == [0, 0, 1, 2]
+    train = wide.records(metrics, "train").set_index("setting")
+    assert train.loc["batch-16", "process_times"] == (2.4, 2.6, 2.6)  # p2 has no q10: median
+    assert train.loc["batch-16", "processes"] == 3
+    assert train.loc["clip-on", "process_times"] == (6.0,)
+
+
+def test_training_speeds_divide_their_processes_step_times(frames):
     data = table.run_data(frames[0])[CPU_RUN]
     train = data.train
     clip_off = train["setting"] == "clip-off"
-    train.loc[clip_off, ["status", "steps_completed", "time_per_step_ms"]] = ["ok", 20, 11.0]
+    train.loc[clip_off, ["status", "steps_completed"]] = ["ok", 20]
     train.loc[clip_off, "heldout_loss"] = 0.1
-    # the medians say 11 / 10, 12 / 20 and B=128 at 10 ms vs B=8 at 5 ms; the fast steps:
     fast = {"clip-off": 9.0, "clip-on": 6.0, "accum-1x64": 6.0, "accum-4x16": 20.0}
     fast |= {"batch-8": 2.5, "batch-32": 6.0, "batch-128": 10.0}
-    train["time_per_step_q10_ms"] = train["setting"].map(fast)
+    for setting, time_ms in fast.items():
+        set_step_times(train, setting, [time_ms])
     by_method = {c.method: c for c in COMPARISONS}
     assert str(measure(by_method["clipping"], data, CPU_RUN).speedup) == "1.50x"  # 9 / 6
     assert str(measure(by_method["accumulation"], data, CPU_RUN).speedup) == "0.30x"  # 6 / 20
     batch = measure(by_method["batch_size"], data, CPU_RUN)
-    # B=128: 128 / 10 ms against B=8: 8 / 2.5 ms
+    # B=128: 128 / 10 ms against B=8: 8 / 2.5 ms; one process a run: no interval
     assert batch.speed_text == "B=128: 4.00x tokens/s of B=8"
-    train["time_per_step_q10_ms"] = float("nan")  # records before it: the medians
-    assert str(measure(by_method["clipping"], data, CPU_RUN).speedup) == "1.10x"
-    assert measure(by_method["batch_size"], data, CPU_RUN).speed_text == (
-        "B=128: 8.00x tokens/s of B=8"
-    )
+
+
+def test_the_batch_size_gain_carries_the_interval_of_its_processes(frames):
+    """Tokens/s of B=128 over B=8 is 16 x (B=8's step time / B=128's): the interval is
+    Welch's over the processes' log step times (scipy's, by hand here), times 16."""
+    data = table.run_data(frames[0])[CPU_RUN]
+    small, large = (2.5, 2.6, 2.4), (10.0, 10.6, 9.7)
+    set_step_times(data.train, "batch-8", small)
+    set_step_times(data.train, "batch-32", (6.0, 6.2, 6.1))
+    set_step_times(data.train, "batch-128", large)
+    batch_size = next(c for c in COMPARISONS if c.method == "batch_size")
+    outcome = measure(batch_size, data, CPU_RUN)
+    logs = np.log(small), np.log(large)
+    welch = stats.ttest_ind(*logs, equal_var=False).confidence_interval(0.95)
+    estimate = 16 * math.exp(logs[0].mean() - logs[1].mean())
+    assert outcome.throughput.median == pytest.approx(estimate)
+    assert outcome.throughput.low == pytest.approx(16 * math.exp(welch.low))
+    assert outcome.throughput.high == pytest.approx(16 * math.exp(welch.high))
+    assert outcome.throughput.processes == (3, 3)
+    assert outcome.speed_text == f"B=128: {outcome.throughput} tokens/s of B=8"
+    assert verdict(batch_size, outcome) == "supported"
+
+
+@pytest.mark.parametrize(
+    ("gain", "found"),
+    [
+        (Interval(1.2, 1.10, 1.3, (3, 3)), "supported"),  # the whole interval at least 1.1x
+        (Interval(1.2, 1.09, 1.3, (3, 3)), "inconclusive: best batch 1.20x (1.09-1.30) the"),
+        (Interval(1.05, 1.0, 1.0999, (3, 3)), "not supported: throughput flat"),
+        (Interval(1.2), "supported"),  # one process a run (older runs): the ratio alone
+        (Interval(1.05), "not supported: throughput flat over batch sizes (1.05x)"),
+    ],
+)
+def test_the_batch_size_verdict_reads_the_whole_interval(gain, found):
+    batch_size = next(c for c in COMPARISONS if c.method == "batch_size")
+    outcome = Outcome(throughput=gain, heldout_ratios={"batch-8": 0.1, "batch-128": 0.1})
+    assert verdict(batch_size, outcome).startswith(found)
 
 
 def test_a_run_that_did_not_learn_fails_the_learned_criterion():

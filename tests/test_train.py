@@ -219,10 +219,11 @@ def cli(dataset_path, out, *extra):
 def test_cli_writes_a_valid_train_record(dataset_path, tmp_path):
     out = tmp_path / "train.json"
     extra = ["--variant", "numpy-lstm-fused", "--dtype", "float64", "--optimizer", "adam"]
-    extra += ["--clip-norm", "1", "--accumulate", "2", "--eval-every", "4"]
+    extra += ["--clip-norm", "1", "--accumulate", "2", "--eval-every", "4", "--process", "2"]
     assert cli(dataset_path, out, *extra) == 0
     record = read_record(out)  # validates against the schema
     assert record["kind"] == "train" and record["status"] == "ok"
+    assert record["process"] == 2
     assert record["variant"] == "numpy-lstm-fused" and record["task"] == "adding"
     assert record["shape"] == {"batch": 4, "seq_len": 8, "input_size": 2, "hidden_size": 5}
     assert record["config"]["accumulate"] == 2 and record["config"]["optimizer"] == "adam"

@@ -66,7 +66,10 @@ def test_config_expands_to_jobs():
                     "shapes": [{"batch": [1, 4], "seq_len": 5, "input_size": 3, "hidden_size": 2}],
                 }
             ],
-            "train": {"runs": [{"variants": ["numpy-rnn-*"], "tasks": ["sine"]}]},
+            "train": {
+                "runs": [{"variants": ["numpy-rnn-*"], "tasks": ["sine"]}],
+                "experiments": {"repeats": 3},
+            },
         }
     )
     jobs = config_check.profile_jobs(config["profile"], cores=8)
@@ -82,6 +85,14 @@ def test_config_expands_to_jobs():
     assert {(j["variant"], j["task"]) for j in trained if j["setting"] == "base"} == {
         (name, "sine") for name in rnnopt.list_variants() if name.startswith("numpy-rnn-")
     }
+    # the batch-size runs' tokens/s decide a verdict: train.experiments.repeats processes each
+    # (the others one)
+    processes = {}
+    for job in trained:
+        processes.setdefault(job["setting"], []).append(job["process"])
+    assert processes["batch-8"] == processes["batch-128"] == [0, 1, 2]
+    assert processes["clip-on"] == processes["accum-4x16"] == [0]
+    assert set(processes["base"]) == {0}
     verified = config_check.verify_jobs(config, cores=8)
     precision = config_check.precision_jobs(config["precision"])
     used = {(j["variant"], j["dtype"], j["device"]) for j in jobs + trained + precision}
@@ -253,8 +264,9 @@ def test_dry_run(workdir, config):
 
 
 def test_profile_passes_rank_by_process(workdir):
-    """Process r of every profile job ranks above process r + 1 (Snakemake's priority), so the
-    jobs run in passes; every other rule keeps the default priority 0."""
+    """Process r of every timing job (profile, the timed training runs) ranks above process
+    r + 1 (Snakemake's priority), so the jobs run in passes; every other rule (the untimed
+    training runs too) keeps the default priority 0."""
     done = snakemake(workdir, "-n", "--forceall", "--cores", "2", "--configfile", "config/ci.yaml")
     assert done.returncode == 0, done.stdout + done.stderr
     blocks = re.findall(r"rule (\w+):\n(.*?)(?=\n\[|\Z)", done.stdout, flags=re.DOTALL)
@@ -262,11 +274,14 @@ def test_profile_passes_rank_by_process(workdir):
     for rule, block in blocks:
         priority = re.search(r"^\s+priority: (\d+)$", block, flags=re.MULTILINE)
         process = re.search(r"process=(\d+)", block)
-        if rule == "profile":
+        timed_train = rule == "train" and "setting=base" not in block
+        if rule == "profile" or timed_train:
             ranks.setdefault(int(process.group(1)), set()).add(int(priority.group(1)))
         else:
             assert priority is None or priority.group(1) == "0", block
     assert ranks == {0: {2}, 1: {1}}
+    repeated = [b for r, b in blocks if r == "train" and "process=1" in b]
+    assert repeated and all("setting=batch-" in block for block in repeated)
 
 
 def test_kernel_caches_stay_out_of_results(workdir):

@@ -66,7 +66,7 @@ TRAIN_JOBS = config_check.train_jobs(config["train"])
 TRAIN_SETTINGS = config_check.train_settings(config["train"])
 TRAIN_STEPS = {config_check.train_job_key(job): job["steps"] for job in TRAIN_JOBS}
 PROFILE_JOBS = config_check.profile_processes(config)
-PASSES = max((job["process"] for job in PROFILE_JOBS), default=0) + 1
+PASSES = max((job["process"] for job in PROFILE_JOBS + TRAIN_JOBS), default=0) + 1
 PROFILE_JOB_KEYS = ("variant", "dtype", "device", "threads", *config_check.SHAPE_KEYS)
 NATIVE_ONLY = {
     tuple(str(job[key]) for key in PROFILE_JOB_KEYS)
@@ -123,6 +123,11 @@ def train_cores(wildcards) -> int:
     return 1 if untimed_train(wildcards) else all_cores(wildcards)
 
 
+def train_priority(wildcards) -> int:
+    """A timed run's processes in the passes of the profile jobs; the untimed runs fill in."""
+    return 0 if untimed_train(wildcards) else pass_priority(wildcards)
+
+
 def train_untimed_flag(wildcards) -> str:
     return "--untimed" if untimed_train(wildcards) else ""
 
@@ -163,7 +168,7 @@ def spell_flags(wildcards) -> str:
 
 
 def pass_priority(wildcards) -> int:
-    """Process r of every profile job before process r + 1: earlier passes rank higher."""
+    """Process r of every timing job before process r + 1: earlier passes rank higher."""
     return PASSES - int(wildcards.process)
 
 

@@ -12,6 +12,7 @@ from rnnopt.cli.common import (
     config_of,
     fraction,
     non_negative_float,
+    non_negative_int,
     positive_float,
     positive_int,
     set_threads,
@@ -81,6 +82,14 @@ def register(subparsers) -> None:
         action="store_true",
         help="the job shares the CPU with others: leave the timing metrics out of the record",
     )
+    parser.add_argument(
+        "--process",
+        type=non_negative_int,
+        default=0,
+        metavar="N",
+        help="which of the independent processes timing this run this is (record field "
+        "`process`; the workflow runs the batch-size runs train.experiments.repeats times)",
+    )
     parser.add_argument("--out", required=True, help="record to write (.json)")
     parser.set_defaults(func=run)
 
@@ -113,6 +122,7 @@ def run(args) -> int:
         "seed": args.seed,
         "config": config_of(args),
         "task": dataset.manifest["task"],
+        "process": args.process,
         "shape": {
             "batch": args.batch,
             "seq_len": seq_len,

@@ -393,10 +393,12 @@ TRAIN_JOB_KEYS = ("task", "setting", "variant", "dtype", "device")
 
 
 def train_jobs(train: dict) -> list[dict]:
-    """One dict per (task, setting, variant, dtype, device) training run, with its `steps`.
+    """One dict per (task, setting, variant, dtype, device) training run and `process`, with
+    its `steps`.
 
     A run entry's `steps` (default train.steps) applies to its jobs; a job that several entries
-    list takes the steps of the last one. Experiments run train.steps.
+    list takes the steps of the last one. Experiments run train.steps; the batch-size runs in
+    train.experiments.repeats processes (0 .. R-1), every other run in process 0.
     """
     jobs: dict[tuple, dict] = {}
     for entry in train["runs"]:
@@ -411,7 +413,17 @@ def train_jobs(train: dict) -> list[dict]:
         job = fixed | {"setting": setting, "steps": train["steps"]}
         if setting != "base" and train_job_key(job) not in jobs:
             jobs[train_job_key(job)] = job
-    return list(jobs.values())
+    return [
+        job | {"process": process}
+        for job in jobs.values()
+        for process in range(train_processes(train, job["setting"]))
+    ]
+
+
+def train_processes(train: dict, setting: str) -> int:
+    """Processes that train a run of `setting`: the batch-size runs' tokens/s decide a verdict,
+    so they repeat (train.experiments.repeats); the others' verdicts rest on losses."""
+    return train["experiments"]["repeats"] if setting.startswith("batch-") else 1
 
 
 def train_job_key(job) -> tuple:

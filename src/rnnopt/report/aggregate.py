@@ -39,6 +39,8 @@ STAGES = (
 )
 # Cache sizes of one core of the host (env.cpu_caches, bytes): the C13 figure marks them.
 CACHE_COLUMNS = ("l1d_bytes", "l2_bytes", "l3_bytes")
+# Kinds whose records are one of several processes timing one configuration (`process`).
+PER_PROCESS_KINDS = ("profile", "train")
 RECORD_COLUMNS = (
     "run",
     "kind",
@@ -130,8 +132,8 @@ def describe(record: dict, relative: Path) -> dict:
         "phase": record.get("phase"),
         **{key: shape.get(key) for key in SHAPE_KEYS},
         "threads": record.get("threads"),
-        # Profile records of older runs were timed in one process.
-        "process": record.get("process", 0) if record["kind"] == "profile" else None,
+        # Records of older runs were timed in one process.
+        "process": record.get("process", 0) if record["kind"] in PER_PROCESS_KINDS else None,
         "seed": record.get("seed"),
         "host": env.get("hostname"),
         "cpu_model": env.get("cpu_model"),

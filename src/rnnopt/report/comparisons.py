@@ -242,6 +242,9 @@ COMPARISONS: tuple[Comparison, ...] = (
         Side(setting="batch-*"),
         method="batch_size",
         criteria=("learned", "throughput"),
-        about="tokens/s of the best batch size vs the smallest (each run's 10th-percentile step)",
+        about=(
+            "tokens/s of the best batch size vs the smallest (each process's 10th-percentile "
+            "step; the interval over the runs' processes, as the speedups')"
+        ),
     ),
 )

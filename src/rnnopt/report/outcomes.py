@@ -45,7 +45,7 @@ class Outcome:
     heldout_ratios: dict[str, float] = field(default_factory=dict)  # run -> held-out / baseline
     loss_text: str | None = None
     stability: tuple[bool, str] | None = None
-    throughput_ratio: float | None = None
+    throughput: Interval | None = None  # tokens/s of the best batch / of the smallest
     speed_text: str | None = None
     notes: list[str] = field(default_factory=list)
     # "pair" comparisons measured at several shapes: one Outcome per shape label (speed,
@@ -401,7 +401,7 @@ def measure_clipping(comparison: Comparison, data: RunData, run: str) -> Outcome
         return outcome
     off, on = off.iloc[0], on.iloc[0]
     outcome.loss_text = f"{_loss(off)} -> {_loss(on)}"
-    _clipping_cost(outcome, off, on)
+    _clipping_cost(outcome, off, on, data.confidence)
     if on["status"] != "ok":
         outcome.stability = (False, f"clip-on also {on['status']}: {on['reason']}")
     elif on.get("clip_fraction", 1.0) == 0:
@@ -417,7 +417,7 @@ def measure_clipping(comparison: Comparison, data: RunData, run: str) -> Outcome
     return outcome
 
 
-def _clipping_cost(outcome: Outcome, off, on) -> None:
+def _clipping_cost(outcome: Outcome, off, on, confidence: float) -> None:
     """Step time without / with clipping, only when both runs took every step. A diverged
     run's few steps are the first of its process, still warming up (here 3.6 ms falling to
     2.7 over steps 3-12 unclipped, against 2.7 from step 2 clipped, in the same run): no
@@ -425,23 +425,25 @@ def _clipping_cost(outcome: Outcome, off, on) -> None:
     stopped = off["steps_completed"]
     if pd.notna(stopped) and stopped != on["steps_completed"]:
         outcome.notes.append(f"no step time compared: clip-off stopped after {stopped:.0f} steps")
-    elif pd.notna(step_ms(off)) and pd.notna(step_ms(on)):
-        outcome.speedup = Interval(step_ms(off) / step_ms(on))
+    else:
+        outcome.speedup = step_ratio(off, on, confidence)
 
 
 ACCUMULATION = re.compile(r"accum-(\d+)x(\d+)")
 
 
-def step_ms(row) -> float:
-    """A training run's time per step as the speed comparisons divide it: its fast steps
-    (time_per_step_q10_ms), as a profile process's calls; the median in a record before it."""
-    fast = row.get("time_per_step_q10_ms")
-    return row["time_per_step_ms"] if fast is None or pd.isna(fast) else fast
+def step_ratio(baseline, candidate, confidence: float) -> Interval | None:
+    """Time per step of the baseline run / of the candidate's, over their processes' step
+    times (wide.collapse_train_processes: each its 10th-percentile step), with the Welch
+    interval where both ran in two processes or more; None where one has no timed step."""
+    return ratio_interval(baseline["process_times"], candidate["process_times"], confidence)
 
 
-def tokens_per_s(row) -> float:
-    """A training run's tokens/s at step_ms's time per step."""
-    return row["tokens_per_s"] * row["time_per_step_ms"] / step_ms(row)
+def _scaled(interval: Interval, factor: float) -> Interval:
+    """The interval of factor x the ratio (a known constant: its log spread is the ratio's)."""
+    ends = {"low": interval.low, "high": interval.high}
+    ends = {k: v * factor for k, v in ends.items() if v is not None}
+    return replace(interval, median=interval.median * factor, **ends)
 
 
 def measure_accumulation(comparison: Comparison, data: RunData, run: str) -> Outcome:
@@ -454,7 +456,7 @@ def measure_accumulation(comparison: Comparison, data: RunData, run: str) -> Out
         return outcome
     one, many = one.iloc[0], many.iloc[0]
     micro, total = int(many["batch"]), int(one["batch"])
-    outcome.speedup = Interval(step_ms(one) / step_ms(many))
+    outcome.speedup = step_ratio(one, many, data.confidence)
     outcome.loss_change = relative_change(
         pd.Series([many["heldout_loss"]]), pd.Series([one["heldout_loss"]])
     )
@@ -470,17 +472,24 @@ def measure_accumulation(comparison: Comparison, data: RunData, run: str) -> Out
 
 
 def measure_batch_size(comparison: Comparison, data: RunData, run: str) -> Outcome:
+    """Tokens/s of the batch size with the most (over its processes) against the smallest:
+    tokens per step is fixed by B and T, so the ratio is (B_best / B_smallest) x the step-time
+    ratio, and carries that ratio's interval over processes."""
     outcome = Outcome()
-    runs = _ok(_experiment(data, r"batch-\d+")).dropna(subset=["tokens_per_s"])
+    runs = _ok(_experiment(data, r"batch-\d+"))
+    runs = runs[runs["process_times"].map(len) > 0]
     if runs["batch"].nunique() < 2:
         outcome.missing.append("fewer than two batch sizes trained")
         return outcome
-    rates = runs.apply(tokens_per_s, axis=1)
-    smallest, best = runs.loc[runs["batch"].idxmin()], runs.loc[rates.idxmax()]
-    gain = rates[best.name] / rates[smallest.name]
-    outcome.throughput_ratio = gain
-    outcome.speedup = Interval(gain)
-    outcome.speed_text = f"B={best['batch']}: {gain:.2f}x tokens/s of B={smallest['batch']}"
+    smallest = runs.loc[runs["batch"].idxmin()]
+    gains = {
+        index: _scaled(step_ratio(smallest, row, data.confidence), row["batch"] / smallest["batch"])
+        for index, row in runs.iterrows()
+    }
+    best = runs.loc[max(gains, key=lambda index: gains[index].median)]
+    gain = gains[best.name]
+    outcome.throughput = outcome.speedup = gain
+    outcome.speed_text = f"B={best['batch']}: {gain} tokens/s of B={smallest['batch']}"
     outcome.loss_change = relative_change(
         pd.Series([best["heldout_loss"]]), pd.Series([smallest["heldout_loss"]])
     )

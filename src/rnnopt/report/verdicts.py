@@ -136,11 +136,17 @@ def same_loss(o: Outcome) -> Check:
 
 
 def throughput(o: Outcome) -> Check:
-    if o.throughput_ratio is None:
+    """The best batch's tokens/s over the smallest's: at least THROUGHPUT_GAIN over the whole
+    interval (the batch-size runs' processes); one process a side (older runs): the ratio."""
+    if o.throughput is None:
         return None, "throughput not measured"
-    if o.throughput_ratio >= THROUGHPUT_GAIN:
-        return True, f"best batch {o.throughput_ratio:.2f}x the smallest's tokens/s"
-    return False, f"throughput flat over batch sizes ({o.throughput_ratio:.2f}x)"
+    gain = o.throughput
+    low, high = (gain.low, gain.high) if gain.has_interval else (gain.median, gain.median)
+    if low >= THROUGHPUT_GAIN:
+        return True, f"best batch {gain} the smallest's tokens/s"
+    if high < THROUGHPUT_GAIN:
+        return False, f"throughput flat over batch sizes ({gain})"
+    return INCONCLUSIVE, f"best batch {gain} the smallest's tokens/s crosses {THROUGHPUT_GAIN}x"
 
 
 def learned(o: Outcome) -> Check:

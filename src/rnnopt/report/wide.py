@@ -220,7 +220,43 @@ def records(metrics: pd.DataFrame, kind: str, per_process: bool = False) -> pd.D
     values = values.reindex(columns=[*values.columns, *missing])
     frame = described.merge(values, left_on="source", right_index=True, how="left")
     frame = frame.reset_index(drop=True)
-    return collapse_processes(frame) if kind == "profile" and not per_process else frame
+    if per_process:
+        return frame
+    collapse = {"profile": collapse_processes, "train": collapse_train_processes}.get(kind)
+    return collapse(frame) if collapse else frame
+
+
+# What a training process contributes to a speed comparison: its 10th-percentile step, as a
+# profile process its 10th-percentile call.
+TRAIN_PROCESS_TIME = "time_per_step_q10_ms"
+
+
+def train_step_time(rows: pd.DataFrame) -> pd.Series:
+    """Each training process's time per step as speed comparisons divide it:
+    TRAIN_PROCESS_TIME, the median step where a record has no 10th percentile (older runs)."""
+    return rows[TRAIN_PROCESS_TIME].fillna(rows["time_per_step_ms"])
+
+
+def collapse_train_processes(frame: pd.DataFrame) -> pd.DataFrame:
+    """One row per training run from the rows of its processes (the batch-size runs train in
+    train.experiments.repeats processes): the first process's row (its losses stand for all:
+    every process takes the same steps from the same weights), with `processes` (how many
+    ok processes timed their steps) and `process_times` (their train_step_time, in process
+    order: what the training speedups' intervals rest on)."""
+    keys = [c for c in RECORD_COLUMNS if c not in PER_PROCESS]
+    job = pd.Series(["|".join(map(str, row)) for row in frame[keys].itertuples(index=False)])
+    frame = frame.assign(_job=job.values).sort_values(["_job", "process"], kind="stable")
+    timed = frame[frame["status"] == "ok"]
+    times = train_step_time(timed).dropna() if len(timed) else pd.Series(dtype=float)
+    per_job = times.groupby(timed.loc[times.index, "_job"]).agg(tuple)
+    first = frame.drop_duplicates("_job")
+    process_times = [per_job.get(j, ()) for j in first["_job"]]
+    return (
+        first.assign(process_times=process_times, processes=[len(t) for t in process_times])
+        .drop(columns="_job")
+        .sort_values("source", kind="stable")
+        .reset_index(drop=True)
+    )
 
 
 def label(row) -> str:
