@@ -3,7 +3,11 @@ measured here" without records, and both figures."""
 
 from __future__ import annotations
 
+import math
+
 import matplotlib.image
+import numpy as np
+from scipy import stats
 
 from rnnopt.experiments import autobatch
 from rnnopt.experiments.autobatch import Point, Timing
@@ -43,11 +47,21 @@ def way(median_ms, iqr_ms, padding, packed=False, epochs=5):
                          "mean": median_ms, "n": epochs}}  # fmt: skip
 
 
-def varlen_record(variant, bucketed_ms, packed_ms, packed_kernel, worst=1e-8, epochs=5):
+def epoch_series(bucketed_ms, packed_ms, epochs, series=None):
+    """epoch_ms_<way>: a warm-up epoch and `epochs` timed ones, every way's moved alike by the
+    host from epoch to epoch (they run interleaved); or `series` as given."""
+    drift = [1.3, 1.0, 1.01, 0.99, 1.0, 1.02, 0.98, 1.0, 1.01][: epochs + 1]
+    ways = {"padded": 100.0, "bucketed": bucketed_ms, "packed": packed_ms}
+    return series or {f"epoch_ms_{way}": [ms * d for d in drift] for way, ms in ways.items()}
+
+
+def varlen_record(
+    variant, bucketed_ms, packed_ms, packed_kernel, worst=1e-8, epochs=5, series=None, iqr=2.0
+):
     metrics = {
-        "padded": way(100.0, 2.0, 0.4, epochs=epochs),
-        "bucketed": way(bucketed_ms, 2.0, 0.08, epochs=epochs),
-        "packed": way(packed_ms, 2.0, 0.0 if packed_kernel else 0.4, packed_kernel),
+        "padded": way(100.0, iqr, 0.4, epochs=epochs),
+        "bucketed": way(bucketed_ms, iqr, 0.08, epochs=epochs),
+        "packed": way(packed_ms, iqr, 0.0 if packed_kernel else 0.4, packed_kernel, epochs),
         "loss_max_rel_diff": worst,
         "loss_rtol": 1e-4,
         "losses_agree": worst <= 1e-4,
@@ -55,7 +69,8 @@ def varlen_record(variant, bucketed_ms, packed_ms, packed_kernel, worst=1e-8, ep
     framework = variant.split("-")[0]
     return make_record("varlen", variant=variant, framework=framework, cell="lstm",
                        dtype="float32", device="cpu", task="sine", phase="step", shape=SHAPE,
-                       threads=1, seed=0, config={}, metrics=metrics, env=ENV)  # fmt: skip
+                       threads=1, seed=0, config={}, metrics=metrics, env=ENV,
+                       series=epoch_series(bucketed_ms, packed_ms, epochs, series))  # fmt: skip
 
 
 def linear(batch):  # tokens/s rising with B, peak 2 + 0.5 B MiB
@@ -196,15 +211,52 @@ def test_varlen_verdicts(tmp_path):
         a[a["result"].str.startswith("numpy")],
         a[a["result"].str.startswith("torch")],
     )
-    assert verdicts(torch_rows, BUCKETS)[0].startswith("supported: 1.67x")
-    assert verdicts(torch_rows, PACKED)[0].startswith("not supported: slower (0.33x)")
-    assert verdicts(numpy_rows, BUCKETS)[0].startswith("not supported: no clear speedup")
+    assert verdicts(torch_rows, BUCKETS)[0].startswith("supported: 1.67x (1.67-1.67) faster")
+    assert verdicts(torch_rows, PACKED)[0].startswith("not supported: slower (0.33x")
+    assert verdicts(numpy_rows, BUCKETS)[0].startswith(
+        "not supported: no meaningful difference (1.01x"
+    )
     assert verdicts(numpy_rows, PACKED)[0].startswith("not measured here: no packed kernel")
     assert verdicts(a, EXACT)[0].startswith("supported")
     assert verdicts(b, EXACT)[0].startswith("not supported: 1.0e-02 > tolerance")
     assert verdicts(b, BUCKETS)[0].startswith("not supported: the losses differ")
     c = frame[frame["run"] == "c"]
     assert verdicts(c, BUCKETS) == ["not measured here: fewer than 3 timed epochs"]
+
+
+def test_varlen_speedup_is_paired_by_epoch(tmp_path):
+    """Run BK's numpy epochs: the host ran the first four epochs of every way about 1.5x
+    slower than the last four. Medians +- IQR/2 made that 0.94-2.57x, "no clear speedup";
+    the ways run interleaved, so epoch k of each is a pair: exp(mean log ratio +- t(6) sd /
+    sqrt 7) over the seven timed epochs (the first is the warm-up)."""
+    padded = [124.8, 93.0, 93.6, 101.0, 63.5, 63.3, 62.9, 62.9]
+    bucketed = [70.0, 63.8, 58.7, 66.3, 41.1, 40.3, 39.7, 40.4]
+    series = {"epoch_ms_padded": padded, "epoch_ms_bucketed": bucketed, "epoch_ms_packed": padded}
+    record = varlen_record("numpy-lstm-fused", 58.7, 63.5, False, epochs=7, series=series, iqr=30)
+    frame, _, _ = table_of(tmp_path, {"a/varlen/numpy-lstm-fused/cpu-float32.json": record})
+    logs = np.log(np.array(padded[1:]) / np.array(bucketed[1:]))
+    half = stats.t.ppf(0.975, 6) * logs.std(ddof=1) / math.sqrt(7)
+    by_hand = [math.exp(logs.mean() + k * half) for k in (0, -1, 1)]
+    assert [round(x, 2) for x in by_hand] == [1.55, 1.50, 1.59]
+    assert verdicts(frame, BUCKETS) == ["supported: 1.55x (1.50-1.59) faster per epoch"]
+    result = frame[frame["experiment"] == BUCKETS]["result"].iloc[0]
+    assert "(1.55x (1.50-1.59), paired by epoch)" in result
+    # pairs that scatter across the 5% threshold: inconclusive, not "not supported"
+    wobbly = {
+        "epoch_ms_padded": [100.0] * 6,
+        "epoch_ms_bucketed": [100.0, 90.0, 99.0, 92.0, 101.0, 94.0],
+        "epoch_ms_packed": [100.0] * 6,
+    }
+    record = varlen_record("torch-lstm-nn", 95.0, 100.0, True, series=wobbly)
+    frame, _, _ = table_of(tmp_path / "b", {"a/varlen/torch-lstm-nn/cpu-float32.json": record})
+    assert verdicts(frame, BUCKETS)[0].startswith("inconclusive: 1.05x (")
+    # a record of an older run keeps no epoch times: no interval, no speed verdict
+    record = varlen_record("torch-lstm-nn", 60.0, 300.0, True)
+    del record["series"]
+    frame, _, _ = table_of(tmp_path / "c", {"a/varlen/torch-lstm-nn/cpu-float32.json": record})
+    assert verdicts(frame, BUCKETS) == [
+        "not judged: the record keeps no epoch times (an older run)"
+    ]
 
 
 def test_without_records_every_row_says_not_measured(tmp_path):

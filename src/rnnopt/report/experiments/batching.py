@@ -14,8 +14,9 @@ from rnnopt.report.experiments.autobatch import (
     points_of,
     rounds_of,
 )
-from rnnopt.report.experiments.varlen import varlen_figure, varlen_rows
+from rnnopt.report.experiments.varlen import epochs_of, varlen_figure, varlen_rows
 from rnnopt.report.figures import save_figures  # noqa: E402
+from rnnopt.report.intervals import THRESHOLD
 from rnnopt.report.verdicts import (
     LINEAR_R2,
     SAME_THROUGHPUT,
@@ -34,7 +35,11 @@ ABOUT = (
     f"the largest fitting batch within {SAME_THROUGHPUT:.0%} of the fastest (supported when the "
     "other contender's tokens/s over the largest's has its whole interval at most "
     f"{1 + SAME_THROUGHPUT:g}x, not supported when above it, inconclusive otherwise); R^2 >= "
-    f"{LINEAR_R2} for a linear memory model; epoch-time interval above 1x with equal losses; "
+    f"{LINEAR_R2} for a linear memory model; with equal losses, the speedup of the padded "
+    "epoch time over the way's (the ways run interleaved, epoch by epoch: the interval is "
+    f"paired by epoch) by the speedups' rule: faster when its whole interval lies above "
+    f"{1 + THRESHOLD:g}x, no meaningful difference inside {1 / (1 + THRESHOLD):.3f}-"
+    f"{1 + THRESHOLD:g}x, inconclusive across either; "
     "losses within the dtype's tolerance (rnnopt.experiments.varlen.LOSS_RTOL)."
 )
 
@@ -58,7 +63,7 @@ def table(metrics: pd.DataFrame, series: pd.DataFrame) -> pd.DataFrame:
                 }
             ]
         for _, row in varlen[varlen["run"] == run].iterrows():
-            found += varlen_rows(row)
+            found += varlen_rows(row, epochs_of(series, row["source"]))
         if varlen[varlen["run"] == run].empty:
             found += [
                 {

@@ -13,21 +13,59 @@ import seaborn as sns  # noqa: E402
 
 from rnnopt.report import wide  # noqa: E402
 from rnnopt.report.figures import NoData  # noqa: E402
+from rnnopt.report.intervals import (  # noqa: E402
+    FASTER,
+    SAME,
+    SLOWER,
+    THRESHOLD,
+    Interval,
+    classify,
+    paired_ratio_interval,
+)
 from rnnopt.report.verdicts import (  # noqa: E402
     MIN_TIMED_EPOCHS,
 )
 
-
-def epoch_speedup(row, candidate: str) -> tuple[float, float, float]:
-    """(median, low, high) of padded / candidate epoch time, from medians +- IQR/2."""
-    base, cand = row["padded.epoch_ms.median"], row[f"{candidate}.epoch_ms.median"]
-    base_half, cand_half = row["padded.epoch_ms.iqr"] / 2, row[f"{candidate}.epoch_ms.iqr"] / 2
-    low = (base - base_half) / (cand + cand_half)
-    high = (base + base_half) / (cand - cand_half) if cand > cand_half else float("inf")
-    return base / cand, low, high
+WAYS = ("padded", "bucketed", "packed")
 
 
-def varlen_rows(row) -> list[dict]:
+def epochs_of(series: pd.DataFrame, source: str) -> dict[str, list[float]]:
+    """Each way's epoch times (ms) of one varlen record, in the order run (series
+    epoch_ms_<way>; empty in a record without them)."""
+    rows = series[series["source"] == source] if len(series) else series
+    return {
+        way: rows[rows["series"] == f"epoch_ms_{way}"].sort_values("step")["value"].tolist()
+        for way in WAYS
+    }
+
+
+def epoch_speedup(row, way: str, epochs: dict[str, list[float]]) -> Interval | None:
+    """Padded / `way` epoch time. The three ways run interleaved, epoch by epoch, so epoch k
+    of each is a pair that a drift of the host moves together (run BK: the first four epochs
+    of every way 1.5x slower than the last four): the geometric mean of the pairs' ratios with
+    the paired t interval (intervals.paired_ratio_interval) over the timed epochs, the last
+    epoch_ms.n of each series (the warm-up epoch before them). None without the series."""
+    timed = int(min(row["padded.epoch_ms.n"], row[f"{way}.epoch_ms.n"]))
+    padded, other = epochs.get("padded", []), epochs.get(way, [])
+    if timed < 1 or len(padded) < timed or len(other) < timed:
+        return None
+    return paired_ratio_interval(padded[-timed:], other[-timed:])
+
+
+def speed_verdict(speedup: Interval, threshold: float = THRESHOLD) -> str:
+    """The threshold rule of the speedups (intervals.classify) on an epoch-time speedup."""
+    found = classify(speedup, threshold)
+    if found == FASTER:
+        return f"supported: {speedup} faster per epoch"
+    if found == SLOWER:
+        return f"not supported: slower ({speedup})"
+    if found == SAME:
+        return f"not supported: no meaningful difference ({speedup})"
+    return f"inconclusive: {speedup} crosses the {threshold:.0%} threshold"
+
+
+def varlen_rows(row, epochs: dict[str, list[float]]) -> list[dict]:
+    """The rows of one varlen record; `epochs` its ways' epoch times (epochs_of)."""
     label = wide.label(row)
     experiments = {
         "bucketed": "length-sorted buckets vs padding each batch",
@@ -43,13 +81,14 @@ def varlen_rows(row) -> list[dict]:
     agree = bool(row["losses_agree"])
     rows = []
     for way, experiment in experiments.items():
-        median, low, high = epoch_speedup(row, way)
+        speedup = epoch_speedup(row, way, epochs)
         kernel = way != "packed" or bool(row["packed.packed_kernel"])
         name = way if kernel else "masked (no packed kernel)"
+        shown = f"{speedup}, paired by epoch" if speedup is not None else "no epoch times"
         result = (
             f"{label}: {name}: padding {row['padded.padding_fraction']:.0%} -> "
             f"{row[f'{way}.padding_fraction']:.0%}, epoch {row['padded.epoch_ms.median']:.1f} -> "
-            f"{row[f'{way}.epoch_ms.median']:.1f} ms ({median:.2f}x, {low:.2f}-{high:.2f}), "
+            f"{row[f'{way}.epoch_ms.median']:.1f} ms ({shown}), "
             f"peak {row['padded.peak_mib']:.2f} -> {row[f'{way}.peak_mib']:.2f} MiB"
         )
         if not kernel:
@@ -58,20 +97,15 @@ def varlen_rows(row) -> list[dict]:
             verdict = "not supported: the losses differ (see the exactness row)"
         elif min(row["padded.epoch_ms.n"], row[f"{way}.epoch_ms.n"]) < MIN_TIMED_EPOCHS:
             verdict = f"not measured here: fewer than {MIN_TIMED_EPOCHS} timed epochs"
-        elif low > 1:
-            verdict = f"supported: {median:.2f}x faster per epoch"
-        elif high < 1:
-            verdict = f"not supported: slower ({median:.2f}x)"
+        elif speedup is None:
+            verdict = "not judged: the record keeps no epoch times (an older run)"
         else:
-            verdict = f"not supported: no clear speedup ({low:.2f}-{high:.2f}x)"
+            verdict = speed_verdict(speedup)
         rows.append({"experiment": experiment, "guide": "7", "result": result, "verdict": verdict})
     worst, rtol = row["loss_max_rel_diff"], row["loss_rtol"]
     result = f"{label}: epoch losses of the 3 ways differ by at most {worst:.1e} (relative)"
     verdict = "supported" if agree else f"not supported: {worst:.1e} > tolerance {rtol:g}"
     return [*rows, exact | {"result": result, "verdict": f"{verdict} (tolerance {rtol:g})"}]
-
-
-WAYS = ("padded", "bucketed", "packed")
 
 
 def varlen_figure(metrics: pd.DataFrame, series: pd.DataFrame):
