@@ -233,7 +233,7 @@ def kept(timings: list[Timing]) -> list[bool]:
     says rests on rounds in a spell). A spell is a departure from the host's usual speed; in
     a job that spent most of its rounds in one, the few clean rounds are no better a sample
     (a run here kept 2 of 10: a paired interval on one degree of freedom, 0.83-1.06x, where
-    all ten read 0.91x, 0.85-0.98), and a round's two timings share its spell."""
+    all ten read 0.91x, 0.84-1.00), and a round's two timings share its spell."""
     clean = clean_rounds(timings)
     if sum(clean) < max(2, len(clean) / 2):
         return [True] * len(timings)
