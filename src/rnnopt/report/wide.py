@@ -119,11 +119,17 @@ def disturbed(frame: pd.DataFrame, job: pd.Series) -> pd.Series:
 
 
 def _jobs(frame: pd.DataFrame) -> pd.Series:
-    """Each profile row's job: its descriptive columns but the per-process ones, as text."""
+    """Each row's job (profile or train records): its descriptive columns but the
+    per-process ones, as text."""
     keys = [c for c in RECORD_COLUMNS if c not in PER_PROCESS]
     return pd.Series(
         ["|".join(map(str, row)) for row in frame[keys].itertuples(index=False)], frame.index
     )
+
+
+def _by_job(frame: pd.DataFrame) -> pd.DataFrame:
+    """The rows with their job (_jobs) as column `_job`, each job's processes in order."""
+    return frame.assign(_job=_jobs(frame)).sort_values(["_job", "process"], kind="stable")
 
 
 def clean(frame: pd.DataFrame) -> pd.DataFrame:
@@ -164,9 +170,7 @@ def collapse_processes(frame: pd.DataFrame) -> pd.DataFrame:
         return frame.assign(
             processes=pd.Series(dtype=int), process_medians=empty, process_times=empty
         )
-    keys = [c for c in RECORD_COLUMNS if c not in PER_PROCESS]
-    job = ["|".join(map(str, row)) for row in frame[keys].itertuples(index=False)]
-    frame = frame.assign(_job=job).sort_values(["_job", "process"], kind="stable")
+    frame = _by_job(frame)
     ok = frame[frame["status"] == "ok"]
     metrics = [
         c
@@ -243,9 +247,7 @@ def collapse_train_processes(frame: pd.DataFrame) -> pd.DataFrame:
     every process takes the same steps from the same weights), with `processes` (how many
     ok processes timed their steps) and `process_times` (their train_step_time, in process
     order: what the training speedups' intervals rest on)."""
-    keys = [c for c in RECORD_COLUMNS if c not in PER_PROCESS]
-    job = pd.Series(["|".join(map(str, row)) for row in frame[keys].itertuples(index=False)])
-    frame = frame.assign(_job=job.values).sort_values(["_job", "process"], kind="stable")
+    frame = _by_job(frame)
     timed = frame[frame["status"] == "ok"]
     times = train_step_time(timed).dropna() if len(timed) else pd.Series(dtype=float)
     per_job = times.groupby(timed.loc[times.index, "_job"]).agg(tuple)

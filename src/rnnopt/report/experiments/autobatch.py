@@ -12,7 +12,7 @@ import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
 
 from rnnopt.report import wide  # noqa: E402
-from rnnopt.report.experiments.rows import number  # noqa: E402
+from rnnopt.report.experiments.rows import number, record_series  # noqa: E402
 from rnnopt.report.figures import NoData  # noqa: E402
 from rnnopt.report.intervals import paired_ratio_interval  # noqa: E402
 from rnnopt.report.verdicts import (  # noqa: E402
@@ -140,20 +140,15 @@ ROUND_SERIES = {
 }
 
 
-def _pivot(series: pd.DataFrame, source: str, names) -> pd.DataFrame:
-    rows = series[(series["source"] == source) & series["series"].isin(list(names))]
-    return rows.pivot(index="step", columns="series", values="value").reindex(columns=list(names))
-
-
 def points_of(series: pd.DataFrame, source: str) -> pd.DataFrame:
     """batch, tokens_per_s, peak_mib, fits of one autobatch record, in the order tried."""
-    return _pivot(series, source, POINT_SERIES)
+    return record_series(series, source, POINT_SERIES)
 
 
 def rounds_of(series: pd.DataFrame, source: str) -> pd.DataFrame:
     """batch, tokens_per_s, probe_ms, kept (whether the pick rests on it) of one autobatch
     record's confirmation timings, in the order timed (empty in a record before them)."""
-    rounds = _pivot(series, source, ROUND_SERIES).rename(columns=ROUND_SERIES).dropna()
+    rounds = record_series(series, source, ROUND_SERIES).rename(columns=ROUND_SERIES).dropna()
     return rounds.astype({"batch": int, "kept": bool})
 
 

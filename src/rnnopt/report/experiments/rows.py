@@ -45,3 +45,10 @@ def first_run(frame: pd.DataFrame, what: str) -> tuple[str, pd.DataFrame]:
         raise NoData(f"no {what}")
     run = sorted(frame["run"].unique())[0]
     return run, frame[frame["run"] == run]
+
+
+def record_series(series: pd.DataFrame, source: str, names) -> pd.DataFrame:
+    """The series `names` of one record (`source`), a column each, indexed by step (NaN
+    where a series is absent or shorter)."""
+    rows = series[(series["source"] == source) & series["series"].isin(list(names))]
+    return rows.pivot(index="step", columns="series", values="value").reindex(columns=list(names))

@@ -12,6 +12,7 @@ import pandas as pd  # noqa: E402
 import seaborn as sns  # noqa: E402
 
 from rnnopt.report import wide  # noqa: E402
+from rnnopt.report.experiments.rows import record_series  # noqa: E402
 from rnnopt.report.figures import NoData  # noqa: E402
 from rnnopt.report.intervals import (  # noqa: E402
     FASTER,
@@ -32,11 +33,8 @@ WAYS = ("padded", "bucketed", "packed")
 def epochs_of(series: pd.DataFrame, source: str) -> dict[str, list[float]]:
     """Each way's epoch times (ms) of one varlen record, in the order run (series
     epoch_ms_<way>; empty in a record without them)."""
-    rows = series[series["source"] == source] if len(series) else series
-    return {
-        way: rows[rows["series"] == f"epoch_ms_{way}"].sort_values("step")["value"].tolist()
-        for way in WAYS
-    }
+    epochs = record_series(series, source, [f"epoch_ms_{way}" for way in WAYS])
+    return {way: epochs[f"epoch_ms_{way}"].dropna().tolist() for way in WAYS}
 
 
 def epoch_speedup(row, way: str, epochs: dict[str, list[float]]) -> Interval | None:
