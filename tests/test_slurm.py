@@ -244,11 +244,13 @@ def resumed_run(tmp_path_factory):
     env = dict(os.environ, **cluster_env())
     command = snakemake_command("--configfile", "config/ci.yaml", *FAST_STATUS)
     first_log = workdir / "first.log"
+    calls = workdir / "slurm-calls.log"
+    first_env = env | {"PATH": logged_slurm_tools(workdir / "bin", calls)}
     with first_log.open("w") as out:
         first = subprocess.Popen(
             command,
             cwd=workdir,
-            env=env,
+            env=first_env,
             stdout=out,
             stderr=subprocess.STDOUT,
             start_new_session=True,
@@ -256,13 +258,20 @@ def resumed_run(tmp_path_factory):
         )
         started = time.monotonic()
         deadline = started + 600
-        # Interrupted once some records exist and SLURM still holds a job of the run waiting
-        # for the node: that job is certain to be cancelled, whereas a running one may end
-        # before scancel reaches it (CI once interrupted a run whose jobs had all finished).
+        # Interrupted once some records exist, SLURM still holds a job of the run waiting for
+        # the node (that job is certain to be cancelled, whereas a running one may end before
+        # scancel reaches it: CI once interrupted a run whose jobs had all finished), and the
+        # plugin is between two status queries (see between_status_queries; asked again last,
+        # as squeue may take a while on a loaded machine).
         while first.poll() is None and time.monotonic() < deadline:
-            if len(records(workdir / "results")) >= 4 and pending_jobs(first_log.read_text()):
+            if (
+                between_status_queries(calls)
+                and len(records(workdir / "results")) >= 4
+                and pending_jobs(first_log.read_text())
+                and between_status_queries(calls)
+            ):
                 break
-            time.sleep(0.5)
+            time.sleep(0.1)
         assert first.poll() is None, "the run ended before it could be interrupted"
         interrupted_after_s = time.monotonic() - started
         first.send_signal(signal.SIGINT)  # Snakemake cancels its SLURM jobs and stops
@@ -279,7 +288,41 @@ def resumed_run(tmp_path_factory):
         "second": second[1],
         "returncode": second[0],
         "before": before,
+        "scancel": [line for line in calls.read_text().splitlines() if "begin scancel" in line],
     }
+
+
+def logged_slurm_tools(bin_dir: Path, calls: Path) -> str:
+    """Wrappers of sacct, squeue and scancel that note in `calls` when each call begins and
+    ends (scancel with its arguments); returns the PATH that puts them first."""
+    bin_dir.mkdir()
+    for tool in ("sacct", "squeue", "scancel"):
+        wrapper = bin_dir / tool
+        wrapper.write_text(
+            "#!/bin/sh\n"
+            f'echo "begin {tool} $*" >> "{calls}"\n'
+            f'"{shutil.which(tool)}" "$@"\n'
+            "status=$?\n"
+            f'echo "end {tool}" >> "{calls}"\n'
+            "exit $status\n"
+        )
+        wrapper.chmod(0o755)
+    return f"{bin_dir}{os.pathsep}{os.environ['PATH']}"
+
+
+def between_status_queries(calls: Path, settle_s: float = 0.2, within_s: float = 1.0) -> bool:
+    """Whether the plugin's last status query (sacct or squeue) ended settle_s to within_s ago
+    and no other call runs. While the plugin checks its jobs' states it holds the list of them
+    aside (snakemake-interface-executor-plugins, RemoteExecutor._wait_for_jobs), and a Ctrl-C
+    then cancels nothing: the queued jobs run to the end after Snakemake has stopped (CI saw
+    every job of part one COMPLETED). The next check begins at least 2 s after one ends."""
+    if not calls.exists():
+        return False
+    lines = calls.read_text().splitlines()
+    begun = sum(line.startswith("begin") for line in lines)
+    ended = sum(line.startswith("end") for line in lines)
+    since_s = time.time() - calls.stat().st_mtime
+    return begun == ended > 0 and settle_s <= since_s < within_s
 
 
 def submitted(log: str) -> dict[str, int]:
@@ -317,7 +360,8 @@ def test_interrupted_run_resumes_to_a_complete_report(resumed_run):
     rows = sacct(list(first_jobs))
     states = {row["State"].split()[0] for row in rows.values()}
     assert states <= {"COMPLETED", "CANCELLED", "FAILED"}, rows
-    assert "CANCELLED" in states, rows
+    assert resumed_run["scancel"], "Ctrl-C reached Snakemake but it called no scancel"
+    assert "CANCELLED" in states, (resumed_run["scancel"], rows)
 
 
 def accounted_jobs(resumed_run) -> list[tuple[dict, dict, str]]:
