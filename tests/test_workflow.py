@@ -175,6 +175,11 @@ def test_the_default_run_times_three_calls_at_the_fastrnns_shape(workdir):
     fastrnns = [line for line in profile if "--batch 64 --seq-len 100" in line]
     assert fastrnns and all("--min-calls 3 " in line for line in fastrnns)
     assert all("--min-calls 5 " in line for line in profile if line not in fastrnns)
+    # the timer check times our harness by the budget of the profile job it checks
+    checks = [line for line in dry.stdout.splitlines() if "rnnopt --isolate timer-check" in line]
+    budget = r"--min-time-s (\S+) --min-calls (\d+) --max-warmup-calls (\d+)"
+    budgets = {"--batch 64 " in line: re.search(budget, line).groups() for line in checks}
+    assert budgets == {True: ("0.3", "3", "4"), False: ("0.3", "5", "4")}
 
 
 def test_a_later_train_entry_sets_the_steps_of_its_runs():

@@ -147,8 +147,14 @@ def compile_caches(wildcards) -> str:
 def timing_flags(wildcards) -> str:
     """The timing protocol's budget of a profile job, from config["timing"]; min_calls from
     the job's entry where it sets its own."""
+    return timing_budget({name: getattr(wildcards, name) for name in PROFILE_JOB_KEYS})
+
+
+def timing_budget(job: dict) -> str:
+    """The timing flags of the profile job `job` (PROFILE_JOB_KEYS), or of one that no entry
+    profiles: config["timing"]'s."""
     timing = config["timing"]
-    key = tuple(str(getattr(wildcards, name)) for name in PROFILE_JOB_KEYS)
+    key = tuple(str(job[name]) for name in PROFILE_JOB_KEYS)
     min_calls = MIN_CALLS.get(key, timing["min_calls"])
     return (
         f"--min-time-s {timing['min_time_s']} --min-calls {min_calls} "
@@ -215,8 +221,15 @@ def peak_dtypes_flag(wildcards) -> str:
 
 
 def timer_check_flags(wildcards) -> str:
+    """The checked closure, timed by the budget its profile job has at that shape and thread
+    count: the check is of the harness as the run uses it."""
     check = config["timer_check"]
-    return f"--variant {check['variant']} --dtype {check['dtype']} --phase {check['phase']}"
+    job = {"variant": check["variant"], "dtype": check["dtype"], "device": "cpu"}
+    job |= {name: getattr(wildcards, name) for name in ("threads", *config_check.SHAPE_KEYS)}
+    return (
+        f"--variant {check['variant']} --dtype {check['dtype']} --phase {check['phase']} "
+        + timing_budget(job)
+    )
 
 
 def records_of(rule, jobs: list[dict]) -> list[str]:
