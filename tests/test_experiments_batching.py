@@ -241,6 +241,12 @@ def test_varlen_speedup_is_paired_by_epoch(tmp_path):
     assert verdicts(frame, BUCKETS) == ["supported: 1.55x (1.50-1.59) faster per epoch"]
     result = frame[frame["experiment"] == BUCKETS]["result"].iloc[0]
     assert "(1.55x (1.50-1.59), paired by epoch)" in result
+    # the report's threshold (rnnopt report --threshold) judges it, not the default 5%
+    metrics, series = collect(tmp_path / "results")
+    at = {t: verdicts(eb.table(metrics, series, threshold=t), BUCKETS)[0] for t in (0.55, 0.7)}
+    assert at[0.55] == "inconclusive: 1.55x (1.50-1.59) crosses the 55% threshold"
+    assert at[0.7] == "not supported: no meaningful difference (1.55x (1.50-1.59))"
+    assert "above 1.55x, no meaningful difference inside 0.645-1.55x" in eb.about(0.55)
     # pairs that scatter across the 5% threshold: inconclusive, not "not supported"
     wobbly = {
         "epoch_ms_padded": [100.0] * 6,

@@ -188,7 +188,7 @@ def sections(
             tables["checks"],
         ),
         Section("GPU against published figures", published.ABOUT, tables["published"]),
-        Section("Batching experiments", batching.ABOUT, tables["batching"]),
+        Section("Batching experiments", batching.about(threshold), tables["batching"]),
         Section("New architectures: parallel scan", scan.ABOUT, tables["scan"]),
         Section("New architectures: training", scan.TRAINING_ABOUT, tables["scan_training"]),
         Section(
@@ -278,7 +278,7 @@ def build(
         "memory": table.memory_table(metrics),
         "checks": table.checks_table(metrics),
         "published": published.table(metrics),
-        "batching": batching.table(metrics, series),
+        "batching": batching.table(metrics, series, threshold),
         "scan": scan.table(metrics),
         "scan_training": scan.training_table(metrics),
         "persistent": persistent.table(metrics, spread),

@@ -62,8 +62,9 @@ def speed_verdict(speedup: Interval, threshold: float = THRESHOLD) -> str:
     return f"inconclusive: {speedup} crosses the {threshold:.0%} threshold"
 
 
-def varlen_rows(row, epochs: dict[str, list[float]]) -> list[dict]:
-    """The rows of one varlen record; `epochs` its ways' epoch times (epochs_of)."""
+def varlen_rows(row, epochs: dict[str, list[float]], threshold: float = THRESHOLD) -> list[dict]:
+    """The rows of one varlen record; `epochs` its ways' epoch times (epochs_of), judged at
+    the report's `threshold`."""
     label = wide.label(row)
     experiments = {
         "bucketed": "length-sorted buckets vs padding each batch",
@@ -98,7 +99,7 @@ def varlen_rows(row, epochs: dict[str, list[float]]) -> list[dict]:
         elif speedup is None:
             verdict = "not judged: the record keeps no epoch times (an older run)"
         else:
-            verdict = speed_verdict(speedup)
+            verdict = speed_verdict(speedup, threshold)
         rows.append({"experiment": experiment, "guide": "7", "result": result, "verdict": verdict})
     worst, rtol = row["loss_max_rel_diff"], row["loss_rtol"]
     result = f"{label}: epoch losses of the 3 ways differ by at most {worst:.1e} (relative)"
