@@ -27,11 +27,6 @@ include: "workflow/rules/aggregate.smk"
 include: "workflow/rules/report.smk"
 
 
-onstart:
-    quiet_scheduler()
-    stamp_start()
-
-
 # The default target (Snakemake keeps it only from the main Snakefile, not from an include).
 rule all:
     input:

@@ -7,14 +7,12 @@ from __future__ import annotations
 import dataclasses
 import itertools
 import math
-import time
 from pathlib import Path
 
 import numpy as np
 from scipy import stats
 
 from rnnopt.cli import main
-from rnnopt.cli import topup as topup_command
 from rnnopt.cli.topup import Costs, Run, profile_command, replacement, topup
 from rnnopt.records import make_record, write_record
 from rnnopt.report.intervals import Interval, classify, ratio_interval
@@ -245,46 +243,6 @@ def test_a_folder_without_a_run_is_one_line(tmp_path, capsys):
     assert capsys.readouterr().err.strip().endswith("missing: no such folder")
     assert main(["topup", str(tmp_path)]) == 2
     assert "no profile/ folder in it" in capsys.readouterr().err
-
-
-def test_the_runs_deadline_cuts_the_budget(tmp_path, capsys, monkeypatch):
-    """--deadline-s counts from the time --started-file holds (the workflow's stamp of when
-    Snakemake started): what is left before it, if less than --budget-s, is the budget."""
-    base_run(tmp_path)  # TorchScript undecided
-    budgets = []
-    monkeypatch.setattr(
-        topup_command, "topup", lambda run, budget_s, *rest, **kw: budgets.append(budget_s) or []
-    )
-    started = tmp_path / "snakemake-started"
-    command = ["topup", str(tmp_path / RUN), "--budget-s", "30", "--started-file", str(started)]
-    started.write_text(f"{time.time() - 560:.3f}\n")
-    assert main([*command, "--deadline-s", "575"]) == 0
-    assert len(budgets) == 1 and 13.0 < budgets[0] <= 15.0
-    assert "15 s of the 30-s budget left before the run's deadline (575 s after it started)" in (
-        capsys.readouterr().out
-    )
-    assert main([*command, "--deadline-s", "600"]) == 0  # 40 s left: the budget's 30 s
-    assert budgets[1] == 30.0 and "deadline" not in capsys.readouterr().out
-    # past the deadline: nothing judged, no process, the output folder made for Snakemake
-    started.write_text(f"{time.time() - 600:.3f}\n")
-    assert main([*command, "--deadline-s", "575"]) == 0
-    assert len(budgets) == 2
-    assert "0 s; no budget left, nothing judged" in capsys.readouterr().out
-    assert (tmp_path / RUN / "topup").is_dir()
-
-
-def test_a_bad_deadline_is_one_line(tmp_path, capsys):
-    base_run(tmp_path)
-    command = ["topup", str(tmp_path / RUN), "--deadline-s", "575", "--started-file"]
-    assert main([*command, str(tmp_path / "missing")]) == 2
-    assert (
-        capsys.readouterr().err.strip().endswith("missing: cannot read (No such file or directory)")
-    )
-    (tmp_path / "garbage").write_text("yesterday\n")
-    assert main([*command, str(tmp_path / "garbage")]) == 2
-    assert "garbage: not a time in seconds since the epoch" in capsys.readouterr().err
-    assert main(["topup", str(tmp_path / RUN), "--deadline-s", "575"]) == 2
-    assert "--deadline-s and --started-file go together" in capsys.readouterr().err
 
 
 def test_sequential_top_up_keeps_the_interval_near_its_nominal_coverage():

@@ -7,7 +7,6 @@ because they merge every run found there.
 
 import hashlib
 import sys
-import time
 from pathlib import Path
 
 import rnnopt
@@ -37,16 +36,6 @@ container: "docker://rnnopt:cpu"
 shell.prefix(f'PATH="{Path(sys.executable).parent}:$PATH"; ')
 
 RUN = default_run_name() if config["run"] == "auto" else config["run"]
-# When this invocation of Snakemake started running jobs (stamp_start, called on start by the
-# Snakefile): the top-up stops by timing.topup_deadline_s after it, so that a run ends near its
-# budget.
-STARTED_FILE = Path("results", RUN, "logs", "snakemake-started")
-
-
-def stamp_start() -> None:
-    STARTED_FILE.parent.mkdir(parents=True, exist_ok=True)
-    STARTED_FILE.write_text(f"{time.time():.3f}\n")
-
 # The report's verdict rules (config `verdicts`; rnnopt.report.intervals), and the host's
 # between-run spread where its file exists (rnnopt.report.rerun_spread).
 RERUN_SPREAD = config["verdicts"].get("rerun_spread")
@@ -171,15 +160,6 @@ def timing_budget(job: dict) -> str:
         f"--min-time-s {timing['min_time_s']} --min-calls {min_calls} "
         f"--max-warmup-calls {timing['max_warmup_calls']}"
     )
-
-
-def topup_deadline_flags(wildcards) -> str:
-    """The top-up's deadline (config timing.topup_deadline_s) and the file that says when this
-    invocation started; nothing without a deadline."""
-    deadline = config["timing"].get("topup_deadline_s")
-    if deadline is None:
-        return ""
-    return f"--deadline-s {deadline} --started-file {STARTED_FILE}"
 
 
 def spell_flags(wildcards) -> str:

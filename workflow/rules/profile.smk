@@ -86,9 +86,8 @@ rule profile:
 
 
 # After every other measurement of the run: the verdicts whose speed interval still crosses
-# the threshold get more processes of their jobs, step by step, within topup_budget_s and
-# by topup_deadline_s after the start (rnnopt.cli.topup). A timing job: it takes every core,
-# and runs one process at a time.
+# the threshold get more processes of their jobs, step by step, within topup_budget_s
+# (rnnopt.cli.topup). A timing job: it takes every core, and runs one process at a time.
 rule topup:
     input:
         records=measured_records,
@@ -99,7 +98,6 @@ rule topup:
         "results/{run}/logs/topup.log",
     params:
         budget=config["timing"]["topup_budget_s"],
-        deadline=topup_deadline_flags,
         max_processes=config["timing"]["topup_max_repeats"],
         verdicts=VERDICT_FLAGS,
         caches=compile_caches,
@@ -111,5 +109,4 @@ rule topup:
     shell:
         "{params.caches} "
         "python -m rnnopt topup results/{wildcards.run} --budget-s {params.budget} "
-        "{params.deadline} --max-processes {params.max_processes} {params.verdicts} "
-        "> {log} 2>&1"
+        "--max-processes {params.max_processes} {params.verdicts} > {log} 2>&1"

@@ -4,7 +4,6 @@
 # context switches a second under it against 3 without it (docs/workflow.md, "A quiet
 # scheduler"). Locally a finished job wakes the scheduler anyway, so the limiter only costs;
 # a cluster executor keeps it, to spare the batch system's controller.
-def quiet_scheduler() -> None:
-    """Called on start (the Snakefile's onstart)."""
+onstart:
     if workflow.local_exec:
         workflow.scheduler.job_rate_limiter = None

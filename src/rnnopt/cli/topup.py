@@ -11,12 +11,10 @@ one that a slow spell of the host took from its jobs (rnnopt.report.wide.undistu
 that its interval rests on the processes the passes gave it (Plan.priority: an undecided
 verdict's with the steps the budget can decide, cheapest first; a decided one's after them).
 No step starts that its jobs' cost (their last process, or their timing loop plus the
-start-up seen so far) says would not fit in what is left of --budget-s, or, with --deadline-s,
-after the run's deadline: --deadline-s seconds from the time --started-file holds (the
-workflow's stamp of when Snakemake started), so that a run on a slow host still ends near its
-budget. The records go to results/<run>/topup/, read with the run's profile records (process
-numbers after the base passes). docs/intervals.md ("Undecided verdicts") gives the rule and its
-cost to the intervals.
+start-up seen so far) says would not fit in what is left of --budget-s. The records go to
+results/<run>/topup/, read with the run's profile records (process numbers after the base
+passes). docs/intervals.md ("Undecided verdicts") gives the rule and its cost to the
+intervals.
 """
 
 from __future__ import annotations
@@ -52,18 +50,6 @@ def register(subparsers) -> None:
         type=non_negative_float,
         default=45.0,
         help="seconds of extra processes at most: none starts that would not fit (default 45)",
-    )
-    parser.add_argument(
-        "--deadline-s",
-        type=non_negative_float,
-        help="stop this many seconds after the time in --started-file, whatever is left of "
-        "--budget-s",
-    )
-    parser.add_argument(
-        "--started-file",
-        type=Path,
-        help="a file that holds when the run started (seconds since the epoch; the workflow "
-        "writes results/<run>/logs/snakemake-started)",
     )
     parser.add_argument(
         "--max-processes",
@@ -385,44 +371,19 @@ def why_left(found: Plan | str) -> str:
     return f"next step about {found.step_s:.0f} s; projected to decide: {found.projected}"
 
 
-def seconds_to_deadline(started_file: Path, deadline_s: float) -> float:
-    """Seconds from now until `deadline_s` after the time `started_file` holds, at least 0."""
-    try:
-        started = float(started_file.read_text())
-    except OSError as error:
-        raise UserError(f"{started_file}: cannot read ({error.strerror or error})") from None
-    except ValueError:
-        raise UserError(f"{started_file}: not a time in seconds since the epoch") from None
-    return max(0.0, started + deadline_s - time.time())
-
-
 def run(args) -> int:
     threshold, confidence, spread = verdict_settings(args)
     run_dir = Path(args.run_dir)
     if not run_dir.is_dir():
         raise UserError(f"{run_dir}: no such folder")
-    if (args.deadline_s is None) != (args.started_file is None):
-        raise UserError("--deadline-s and --started-file go together")
     started = time.monotonic()
-    budget_s = args.budget_s
-    if args.deadline_s is not None:
-        to_deadline = seconds_to_deadline(args.started_file, args.deadline_s)
-        if to_deadline < budget_s:
-            print(
-                f"rnnopt topup: {to_deadline:.0f} s of the {budget_s:g}-s budget left before "
-                f"the run's deadline ({args.deadline_s:g} s after it started)"
-            )
-            budget_s = to_deadline
     records = Run(run_dir)
     try:
         records.folder.mkdir(parents=True, exist_ok=True)
     except OSError as error:
         raise UserError(f"{records.folder}: cannot write ({error.strerror or error})") from None
-    if budget_s <= 0:
-        print("rnnopt topup: 0 s; no budget left, nothing judged")
-        return 0
     left = topup(
-        records, budget_s, args.max_processes, threshold, confidence, spread, start=started
+        records, args.budget_s, args.max_processes, threshold, confidence, spread, start=started
     )
     print(f"rnnopt topup: {time.monotonic() - started:.0f} s; {len(left)} verdicts undecided")
     return 0
