@@ -260,10 +260,43 @@ def test_a_speedup_that_grew_beyond_both_runs_errors_is_larger():
     assert grew["speedup_change"].tolist() == ["larger"]
     assert grew["change_ratio"].iloc[0] == pytest.approx(b.median / a.median)
     assert grew["change_low"].iloc[0] > 1.05
-    assert verdict_rows(numbers(a), numbers(a))["speedup_change"].tolist() == [
-        "no significant change"
-    ]
-    assert verdict_rows(numbers(a, se=False), numbers(b))["speedup_change"].tolist() == ["-"]
+    assert grew["holds_one"].tolist() == [False]
+    same = verdict_rows(numbers(a), numbers(a))
+    assert same["speedup_change"].tolist() == ["no significant change"]
+    assert same["holds_one"].tolist() == [True]
+    without = verdict_rows(numbers(a, se=False), numbers(b))
+    assert without["speedup_change"].tolist() == ["-"]
+    assert without["holds_one"].isna().all()
+
+
+def test_the_summary_says_which_inconclusive_speedup_changes_hold_one():
+    """By the threshold rule a rerun of few processes reads "inconclusive" whether or not the
+    runs differ; the summary also counts the change intervals that hold 1.00x."""
+    from rnnopt.report.compare import Comparison, summary
+
+    verdicts = pd.DataFrame(
+        [
+            {"compared": "a", "change_low": 0.93, "change_high": 1.08, "holds_one": True},
+            {"compared": "b", "change_low": 1.01, "change_high": 1.12, "holds_one": False},
+            {"compared": "c", "change_low": 0.97, "change_high": 1.02, "holds_one": True},
+            {"compared": "d", "change_low": None, "change_high": None, "holds_one": pd.NA},
+        ]
+    ).assign(
+        shape="small",
+        speedup_a=1.1,
+        speedup_b=1.1,
+        inside=True,
+        speedup_change=["inconclusive", "inconclusive", "no significant change", "-"],
+        changed=False,
+        reference_split=pd.NA,
+    )
+    profile = pd.DataFrame({"change": []})
+    memory = pd.DataFrame({"change": [], "regression": []})
+    text = summary(Comparison(profile, memory, verdicts, 0, 0))
+    assert (
+        "speedups B/A: 0 larger, 0 smaller, 1 no significant change, 2 inconclusive of 3 "
+        "(2 of 3 hold 1.00x: no change detected)"
+    ) in text
 
 
 def test_an_optimisation_that_pays_less_fails_the_speedup_gate(tmp_path, capsys):

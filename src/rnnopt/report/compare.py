@@ -58,7 +58,8 @@ MATCH = ("optimisation", "compared", "shape")  # what pairs comparison-table row
 class Comparison:
     """Rows of B against A. profile and memory: KEY, a, b, ratio, low, high, processes_a,
     processes_b, change, regression; verdicts: MATCH, speedup/low/high/category/verdict of
-    each side (suffixes _a, _b), changed, inside, change_ratio/low/high, speedup_change."""
+    each side (suffixes _a, _b), changed, inside, change_ratio/low/high, speedup_change,
+    holds_one."""
 
     profile: pd.DataFrame
     memory: pd.DataFrame
@@ -187,10 +188,10 @@ def verdict_rows(
     """Comparison-table rows of both sides (table.comparison_numbers), paired by optimisation,
     compared and shape; `changed` where the verdict's category differs; the speedup's change
     B/A (`change_ratio`, `change_low`, `change_high`: intervals.change_interval, where both
-    sides rest on one pair of jobs) and `speedup_change` by the threshold rule (SPEEDUP_CHANGE);
-    `reference_split` where the host's reference runs themselves read the speedup more than
-    one way (table.reference_reads): a verdict that changed where they did not is the one to
-    look at."""
+    sides rest on one pair of jobs) and `speedup_change` by the threshold rule (SPEEDUP_CHANGE),
+    `holds_one` where that interval holds 1.00x (no change detected); `reference_split` where
+    the host's reference runs themselves read the speedup more than one way
+    (table.reference_reads): a verdict that changed where they did not is the one to look at."""
     columns = [*MATCH, "speedup", "low", "high", "processes", "se_log", "welch_df"]
     columns += ["category", "verdict", "reference_runs", "reference_agree", "reference_readings"]
     paired = numbers_a[columns].merge(numbers_b[columns], on=list(MATCH), suffixes=("_a", "_b"))
@@ -216,6 +217,12 @@ def verdict_rows(
         index=paired.index,
     )
     paired = pd.concat([paired, change], axis=1)
+    # The plain rerun test beside the threshold rule: does B/A's interval hold 1.00x, i.e. no
+    # change detected at this confidence (NA without an interval)? A rerun of three processes
+    # a side reads "inconclusive" by the threshold rule (its interval is wider than +-5%)
+    # whether or not the runs differ; this says which of those do.
+    holds = (paired["change_low"] <= 1) & (paired["change_high"] >= 1)
+    paired["holds_one"] = holds.astype("boolean").where(paired["change_low"].notna(), pd.NA)
     # Does the rerun land where A said it would: B's speedup inside A's interval (NA without
     # one on either side)?
     low, high, speedup = (paired[c].astype(float) for c in ("low_a", "high_a", "speedup_b"))
@@ -287,6 +294,9 @@ def summary(comparison: Comparison) -> str:
             f"smaller, {moved.get(NO_CHANGE, 0)} no significant change, "
             f"{moved.get(INCONCLUSIVE, 0)} inconclusive of {tested}"
         )
+        if "holds_one" in distinct:
+            holds = distinct["holds_one"].dropna()
+            text += f" ({int(holds.sum())} of {len(holds)} hold 1.00x: no change detected)"
     changed = comparison.verdicts[comparison.verdicts["changed"]]
     text += f"; {len(changed)} verdicts changed"
     split = int(changed["reference_split"].fillna(False).sum())
