@@ -474,8 +474,10 @@ def test_a_slow_process_is_judged_against_its_jobs_processes_outside_the_spell(t
 
 def test_a_process_counts_in_speedups_by_its_fast_calls(tmp_path):
     """A slow spell over most of one process's timing loop doubles its median but not the
-    10th percentile of its calls, which is what speedups use (docs/intervals.md); records
-    without their calls (older runs) count by their median."""
+    2nd percentile of its calls, which is what speedups use (docs/intervals.md); records
+    without their calls (older runs) count by their median. A process whose CPU was contended
+    for all but 4% of its calls (a busy hyperthread sibling on the host: a 1.3x slower mode)
+    counts by its fast calls too, where the 10th percentile would be the slow mode's."""
     import json
 
     from rnnopt.report import wide
@@ -489,13 +491,19 @@ def test_a_process_counts_in_speedups_by_its_fast_calls(tmp_path):
         spell = record["process"] == 2
         record["metrics"]["samples_ms"] = [2.0] * 40 + [4.0 if spell else 2.0] * 60
         path.write_text(json.dumps(record))
+    for path in (tmp_path / "results").rglob("*numpy-lstm-batched*/**/step-*.json"):
+        record = json.loads(path.read_text())
+        if record["process"] == 1:
+            record["metrics"]["samples_ms"] = [3.0] * 4 + [3.9] * 96
+            path.write_text(json.dumps(record))
     metrics, _ = collect(tmp_path / "results")
     rows = wide.records(metrics, "profile").set_index("variant")
     fused = rows.loc["numpy-lstm-fused"]
     assert fused["process_medians"] == (2.0, 2.0, 4.0)
     assert fused["process_times"] == (2.0, 2.0, 2.0)
-    assert fused["time_ms.q10"] == pytest.approx(2.0)
-    assert rows.loc["numpy-lstm-batched", "process_times"] == (3.0, 3.0, 3.0)  # no calls kept
+    assert fused["time_ms.q2"] == pytest.approx(2.0)
+    # processes 0 and 2 kept no calls: their medians; process 1 its fast calls, not 3.9
+    assert rows.loc["numpy-lstm-batched", "process_times"] == pytest.approx((3.0, 3.0, 3.0))
 
 
 def test_scan_section_pairs_loop_and_scan_per_length_beside_nn_lstm(tmp_path):

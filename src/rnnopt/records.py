@@ -29,14 +29,18 @@ STATUSES = ("ok", "skipped", "failed", "oom", "diverged")
 # (docs/intervals.md): a slow spell of the host adds time to the calls it hits, so the fast
 # calls of a process are the code's own cost; the median moves with the share of calls a
 # spell hits. Here, where the measuring and the reporting layers both reach it.
+# A training run's fast steps (time_per_step_q10_ms), and a profile process's time
+# (time_ms.q2): the calls that found this CPU uncontended (docs/intervals.md, "What a
+# process contributes").
 FAST_QUANTILE = 10
+PROCESS_QUANTILE = 2
 
 
-def fast_ms(samples_ms: list[float]) -> float:
-    """The FAST_QUANTILE-th percentile of timed calls, ms, interpolated linearly between the
+def fast_ms(samples_ms: list[float], quantile: float = FAST_QUANTILE) -> float:
+    """The `quantile`-th percentile of timed calls, ms, interpolated linearly between the
     closest ranks (numpy's and pandas' default)."""
     ordered = sorted(samples_ms)
-    position = (len(ordered) - 1) * FAST_QUANTILE / 100
+    position = (len(ordered) - 1) * quantile / 100
     below = math.floor(position)
     above = min(below + 1, len(ordered) - 1)
     return ordered[below] + (ordered[above] - ordered[below]) * (position - below)

@@ -19,7 +19,7 @@ import pandas as pd
 
 from rnnopt.errors import UserError
 from rnnopt.models.flops import SHAPE_KEYS
-from rnnopt.records import FAST_QUANTILE, SCHEMA_ID, fast_ms, parse_record, read_text, validate
+from rnnopt.records import PROCESS_QUANTILE, SCHEMA_ID, fast_ms, parse_record, read_text, validate
 
 # The folders of profile records: the passes', and the top-up's more processes of the same jobs
 # for the verdicts the passes left undecided (rnnopt topup).
@@ -217,12 +217,12 @@ def collect(
 
 
 def fast_time(record: dict) -> dict[str, float]:
-    """{"time_ms.q10": the FAST_QUANTILE-th percentile of the calls} of a profile record that
+    """{"time_ms.q2": the PROCESS_QUANTILE-th percentile of the calls} of a profile record that
     kept its timed calls (metrics.samples_ms); {} otherwise."""
     samples = (record.get("metrics") or {}).get("samples_ms")
     if record.get("kind") != "profile" or not isinstance(samples, list) or not samples:
         return {}
-    return {f"time_ms.q{FAST_QUANTILE}": fast_ms(samples)}
+    return {f"time_ms.q{PROCESS_QUANTILE}": fast_ms(samples, PROCESS_QUANTILE)}
 
 
 def _frame(rows: list[dict], columns: tuple[str, ...]) -> pd.DataFrame:

@@ -70,7 +70,7 @@ def how_to_read(threshold: float, confidence: float) -> str:
         "shape, phase and thread count, at the anchor (step phase, fewest threads). Each "
         "configuration is timed in several independent processes (timing.repeats, run in "
         "passes; a verdict they leave inconclusive gets more, timing.topup_*: the processes "
-        "column of tables/comparison.csv), each summarised by the 10th percentile of its "
+        "column of tables/comparison.csv), each summarised by the 2nd percentile of its "
         "calls; the speedup is the ratio of the two sides' geometric means of those process "
         f"times, in brackets its {confidence:.0%} confidence interval (Welch's t on their "
         "logs: the spread between processes, which is what the next run differs by; "

@@ -3,7 +3,7 @@ processes, each memory row's exact peak ratio, and the comparison-table verdicts
 
 A result set is a run folder (results/<run>/) or a results folder holding one run. A profile
 row is (variant, dtype, device, phase, shape, threads); its processes are its ok records, each
-summarised by its process time (the 10th percentile of its calls: rnnopt.report.wide.PROCESS_TIME;
+summarised by its process time (the 2nd percentile of its calls: rnnopt.report.wide.PROCESS_TIME;
 intervals.py says why the process is the unit). Memory peaks (memray)
 are deterministic, byte-equal from run to run, so their ratio is exact and needs no interval.
 """
@@ -393,7 +393,7 @@ def markdown(comparison: Comparison, a: str, b: str, threshold: float, confidenc
         summary(comparison),
         "",
         f"A: {a}; B: {b}. A time ratio B/A is the ratio of the geometric means of the process "
-        "times (each the 10th percentile of its calls), with its "
+        "times (each the 2nd percentile of its calls), with its "
         f"{confidence:.0%} Welch interval over processes: B is slower when the "
         f"whole interval lies above {upper}, faster when below {lower}, no significant change "
         f"when inside {lower}-{upper} (threshold {threshold:.0%}), inconclusive otherwise. "

@@ -5,7 +5,7 @@ The unit of replication is the process. Calls inside one process share its memor
 kernel choices and the host's state while it ran, so they say little about the next process:
 intervals built from one process's calls excluded the next run's median for more than half the
 speedups (issue 24). So each process is summarised by one time (rnnopt.report.wide.PROCESS_TIME:
-the 10th percentile of its calls), and a side of a comparison is the list of its processes'
+the 2nd percentile of its calls), and a side of a comparison is the list of its processes'
 times.
 
 Method (a two-stage analysis of nested samples): the ratio is exp(mean log a - mean log b), the
