@@ -294,9 +294,8 @@ def summary(comparison: Comparison) -> str:
             f"smaller, {moved.get(NO_CHANGE, 0)} no significant change, "
             f"{moved.get(INCONCLUSIVE, 0)} inconclusive of {tested}"
         )
-        if "holds_one" in distinct:
-            holds = distinct["holds_one"].dropna()
-            text += f" ({int(holds.sum())} of {len(holds)} hold 1.00x: no change detected)"
+        holds = distinct["holds_one"].dropna()
+        text += f" ({int(holds.sum())} of {len(holds)} hold 1.00x: no change detected)"
     changed = comparison.verdicts[comparison.verdicts["changed"]]
     text += f"; {len(changed)} verdicts changed"
     split = int(changed["reference_split"].fillna(False).sum())
